@@ -1,0 +1,124 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/fairness"
+)
+
+// FFT registry names: the paper's configuration and our variants. A
+// variant is a named configuration; it never changes the faithful one.
+const (
+	FFTName          = "fft"
+	FFTRemainingName = "fft-remaining"
+)
+
+// FFT runs the round engine (allocator.Decide) each round and keeps the
+// fairness ledger across rounds: Reconcile before the round, Advance with
+// the work each job actually got after it (paper Eq. 5).
+type FFT struct {
+	name     string
+	cfg      allocator.Config
+	state    fairness.State
+	rejected map[string]string
+	// Last is the most recent decision, for explanations and tests;
+	// LastInstance the most recent input handed to the engine (after a
+	// failure, the one that failed).
+	Last         *allocator.Decision
+	LastInstance *allocator.Instance
+}
+
+var (
+	_ Policy   = (*FFT)(nil)
+	_ Observer = (*FFT)(nil)
+	_ Rounder  = (*FFT)(nil)
+	_ Rejecter = (*FFT)(nil)
+)
+
+// NewFFT is the paper's FFT: allocator.DefaultConfig unchanged.
+func NewFFT(Options) Policy { return NewFFTWith(FFTName, allocator.DefaultConfig()) }
+
+// NewFFTRemaining is FFT with the volume term on remaining work
+// (allocator.VolumeRemaining), our variant.
+func NewFFTRemaining(Options) Policy {
+	c := allocator.DefaultConfig()
+	c.Volume = allocator.VolumeRemaining
+	return NewFFTWith(FFTRemainingName, c)
+}
+
+// NewFFTWith builds an FFT policy with any engine configuration.
+func NewFFTWith(name string, cfg allocator.Config) *FFT {
+	return &FFT{name: name, cfg: cfg, rejected: map[string]string{}}
+}
+
+func (p *FFT) Name() string          { return p.name }
+func (p *FFT) RoundSeconds() float64 { return p.cfg.RoundSeconds }
+
+// Rejected returns jobs refused at admission (fair rate 0) with the reason,
+// and forgets them.
+func (p *FFT) Rejected() map[string]string {
+	out := p.rejected
+	p.rejected = map[string]string{}
+	return out
+}
+
+// Instance builds the round engine's input from a snapshot and the ledger
+// (after Reconcile). Throughputs are per round of s.RoundSeconds.
+func (p *FFT) Instance(s *Snapshot) *allocator.Instance {
+	cfg := p.cfg
+	cfg.RoundSeconds = s.RoundSeconds
+	in := &allocator.Instance{Round: s.Round, Models: make([]allocator.Model, len(s.Models)), Fairness: p.state, Config: cfg}
+	for i, m := range s.Models {
+		in.Models[i] = allocator.Model{Name: m.Name, GPUs: m.GPUs, MemoryGB: m.MemoryGB}
+	}
+	for k := range s.Jobs {
+		j := &s.Jobs[k]
+		if _, ok := p.state.Jobs[j.ID]; !ok {
+			continue
+		}
+		in.Jobs = append(in.Jobs, allocator.Job{
+			ID: j.ID, Arrival: j.ArrivalRound, GPUs: j.GPUs, Work: j.Work, Done: j.Done,
+			Throughput: p.perRound(s, j), MemoryGB: j.MemoryGB, StateGB: j.StateGB, LastModel: j.LastModel,
+		})
+	}
+	return in
+}
+
+func (p *FFT) perRound(s *Snapshot, j *Job) map[string]float64 {
+	th := make(map[string]float64, len(s.Models))
+	for i := range s.Models {
+		if m := &s.Models[i]; j.Fits(m) {
+			th[m.Name] = j.Rate[m.Name] * s.RoundSeconds
+		}
+	}
+	return th
+}
+
+func (p *FFT) Schedule(ctx context.Context, s *Snapshot) (Assignment, error) {
+	active := make([]fairness.Job, 0, len(s.Jobs))
+	for k := range s.Jobs {
+		j := &s.Jobs[k]
+		active = append(active, fairness.Job{ID: j.ID, Arrival: j.ArrivalRound, Work: j.Work, GPUs: j.GPUs, Throughput: p.perRound(s, j)})
+	}
+	for _, id := range p.state.Reconcile(active, s.Capacity()) {
+		p.rejected[id] = "fair rate 0: fits no GPU model of the cluster"
+	}
+	in := p.Instance(s)
+	if len(in.Jobs) == 0 {
+		return Assignment{}, nil
+	}
+	p.LastInstance = in
+	d, err := allocator.Decide(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("fft round %d: %w", s.Round, err)
+	}
+	p.Last = d
+	return Assignment(d.Assignment()), nil
+}
+
+// Observe advances the ledger with the work each job got (work units).
+func (p *FFT) Observe(s *Snapshot, _ Assignment, achieved map[string]float64) {
+	p.state.Advance(s.Round, achieved)
+}

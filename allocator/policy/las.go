@@ -1,0 +1,174 @@
+package policy
+
+// LAS names: the heterogeneity-agnostic max-min fairness (Gavel's
+// "max_min_fairness", least attained service in GPU-time) and Gavel's
+// heterogeneity-aware version ("max_min_fairness_perf").
+const (
+	LASName      = "las"
+	GavelLASName = "gavel-las"
+)
+
+// maxMinEps weighs the secondary objective (mean normalised throughput)
+// against the max-min value. It only breaks ties among max-min optima, so
+// the simplex does not leave non-bottleneck jobs at an arbitrary vertex
+// (Gavel's interior-point solver returns a central optimum instead).
+const maxMinEps = 1e-4
+
+// NewLAS is the heterogeneity-agnostic max-min fairness policy.
+func NewLAS(Options) Policy { return newGavel(LASName, maxMin(false)) }
+
+// NewGavelLAS is Gavel's heterogeneity-aware max-min fairness policy.
+func NewGavelLAS(Options) Policy { return newGavel(GavelLASName, maxMin(true)) }
+
+// maxMin returns Gavel's max-min fairness allocation:
+//
+//	maximise   min_j  sum_i w_ji x_ji,   w_ji = theta_ji * d_j / theta_j(proportional)
+//	subject to sum_i x_ji <= 1,  sum_j d_j x_ji <= Y_i,  x >= 0
+//
+// where theta_j(proportional) is the job's rate under proportionalShares.
+// Agnostic: theta is the job's mean rate on every model it fits.
+func maxMin(aware bool) fractional {
+	return func(s *Snapshot, g *gavel) [][]float64 {
+		n, m := len(s.Jobs), len(s.Models)
+		w := make([][]float64, n)
+		for k := range s.Jobs {
+			j := &s.Jobs[k]
+			r := rates(s, j, aware)
+			prop := 0.0
+			for i, x := range proportionalShares(s, j) {
+				prop += r[i] * x
+			}
+			w[k] = make([]float64, m)
+			if prop <= 0 {
+				continue
+			}
+			for i := range r {
+				w[k][i] = r[i] * float64(j.GPUs) / prop
+			}
+		}
+		x, err := solveShares(s, w, aware, func(k int) float64 { return 1 })
+		if err != nil {
+			g.Fallbacks++
+			return isolatedShares(s)
+		}
+		return x
+	}
+}
+
+// shareColumn is one LP variable of a job: the job runs split[i] of the
+// variable's value on model i.
+type shareColumn struct {
+	split []float64
+	w     float64 // sum_i split[i] * w[i]
+}
+
+// columns gives each job its variables. Heterogeneity-aware: one per model
+// it fits. Agnostic: a single one whose split is proportional to the sizes
+// of the models the job fits. A policy blind to speed sees the models as
+// interchangeable, so the symmetric split is its natural optimum (what an
+// interior-point solver returns on the symmetric program); letting the
+// simplex pick a vertex instead would favour whichever model is listed
+// first, an accidental heterogeneity-awareness.
+func columns(s *Snapshot, w [][]float64, aware bool) [][]shareColumn {
+	m := len(s.Models)
+	out := make([][]shareColumn, len(w))
+	for k := range w {
+		if aware {
+			for i := range w[k] {
+				if w[k][i] > 0 {
+					split := make([]float64, m)
+					split[i] = 1
+					out[k] = append(out[k], shareColumn{split, w[k][i]})
+				}
+			}
+			continue
+		}
+		total := 0.0
+		for i := range w[k] {
+			if w[k][i] > 0 {
+				total += float64(s.Models[i].GPUs)
+			}
+		}
+		if total == 0 {
+			continue
+		}
+		col := shareColumn{split: make([]float64, m)}
+		for i := range w[k] {
+			if w[k][i] > 0 {
+				col.split[i] = float64(s.Models[i].GPUs) / total
+				col.w += col.split[i] * w[k][i]
+			}
+		}
+		out[k] = []shareColumn{col}
+	}
+	return out
+}
+
+// solveShares solves  maximise t + eps*mean_j(r_j / need_j)  subject to
+// t <= r_j / need_j for each job, where r_j = sum over the job's columns of
+// w_c v_c, sum_c v_c <= 1 (1a) and capacity, v >= 0; it returns the
+// shares x[j][i] = sum_c split_c[i] v_c.
+func solveShares(s *Snapshot, w [][]float64, aware bool, need func(k int) float64) ([][]float64, error) {
+	n, m := len(s.Jobs), len(s.Models)
+	cols := columns(s, w, aware)
+	idx := make([][]int, n)
+	nv := 0
+	for k := range cols {
+		for range cols[k] {
+			idx[k] = append(idx[k], nv)
+			nv++
+		}
+	}
+	t := nv
+	nv++
+	obj := make([]float64, nv)
+	obj[t] = 1
+	var g [][]float64
+	var h []float64
+	for k := range cols {
+		if len(cols[k]) == 0 {
+			continue
+		}
+		rowT := make([]float64, nv)
+		rowOne := make([]float64, nv)
+		for c, col := range cols[k] {
+			v := idx[k][c]
+			coef := col.w / need(k)
+			rowT[v] = -coef
+			rowOne[v] = 1
+			obj[v] = maxMinEps * coef / float64(n)
+		}
+		rowT[t] = 1
+		g = append(g, rowT, rowOne)
+		h = append(h, 0, 1)
+	}
+	for i := 0; i < m; i++ {
+		row := make([]float64, nv)
+		for k := range cols {
+			for c, col := range cols[k] {
+				row[idx[k][c]] = float64(s.Jobs[k].GPUs) * col.split[i]
+			}
+		}
+		g = append(g, row)
+		h = append(h, float64(s.Models[i].GPUs))
+	}
+	sol, err := tableauMax(obj, g, h)
+	if err != nil {
+		// gonum's revised simplex is the second opinion.
+		if sol, err = lpMax(obj, g, h); err != nil {
+			return nil, err
+		}
+	}
+	out := make([][]float64, n)
+	for k := range cols {
+		out[k] = make([]float64, m)
+		for c, col := range cols[k] {
+			if v := sol[idx[k][c]]; v > 0 {
+				for i := range col.split {
+					out[k][i] += col.split[i] * v
+				}
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,54 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Options are what every factory receives.
+type Options struct {
+	// Seed drives any random tie-break, so a run can be replayed.
+	Seed int64
+}
+
+// Factory builds a fresh policy instance; each run gets its own.
+type Factory func(Options) Policy
+
+// Builtin is the registry of policies by name, shared by the simulator, the
+// allocator and `fftctl simulate -policy=`. The paper's FFT keeps its own
+// entry ("fft"); variants are separate names and never change it.
+var Builtin = map[string]Factory{
+	FIFOName:         NewFIFO,
+	FIFOPerfName:     NewFIFOPerf,
+	BinpackName:      NewBinpack,
+	LASName:          NewLAS,
+	GavelLASName:     NewGavelLAS,
+	FTFName:          NewFTF,
+	GavelFTFName:     NewGavelFTF,
+	IsolatedName:     NewIsolated,
+	TiresiasName:     NewTiresias,
+	AlloXName:        NewAlloX,
+	SiaName:          NewSia,
+	FFTName:          NewFFT,
+	FFTRemainingName: NewFFTRemaining,
+}
+
+// Names lists the registry's names, sorted.
+func Names() []string {
+	out := make([]string, 0, len(Builtin))
+	for n := range Builtin {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// New builds the named policy.
+func New(name string, opt Options) (Policy, error) {
+	f, ok := Builtin[name]
+	if !ok {
+		return nil, fmt.Errorf("policy: unknown policy %q (known: %s)", name, strings.Join(Names(), ", "))
+	}
+	return f(opt), nil
+}

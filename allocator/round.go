@@ -1,0 +1,122 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/nomad-fft/nomad-fft/allocator/solver"
+)
+
+// Terms computes c_j^i and its parts for job j on model m in round t.
+func (c *Config) Terms(j *Job, m *Model, t int, rho float64) Terms {
+	theta := j.Throughput[m.Name]
+	work := j.Work
+	if c.Volume == VolumeRemaining {
+		work = j.Remaining()
+	}
+	tr := Terms{
+		Model:      m.Name,
+		Throughput: theta,
+		Wait:       c.Weights.JCT * float64(t-j.Arrival) * theta / j.Work,
+		Volume:     c.Weights.Volume * float64(j.GPUs) * work / theta,
+		Switch:     c.Weights.Switch * c.SwitchPenalty(j, m.Name),
+		Credit:     c.Weights.Fairness * rho * theta,
+	}
+	tr.Cost = tr.Wait + tr.Volume + tr.Switch - tr.Credit
+	return tr
+}
+
+// SwitchPenalty is s_j^i in GPU-rounds: 0 when the job stays on its last
+// model or never ran, else the rounds spent moving its checkpoint and
+// restarting, times its GPUs (they sit idle meanwhile; our unit choice).
+func (c *Config) SwitchPenalty(j *Job, model string) float64 {
+	if j.LastModel == "" || j.LastModel == model {
+		return 0
+	}
+	secs := c.RestartSeconds + j.StateGB*8/c.TransferGbps
+	return float64(j.GPUs) * secs / c.RoundSeconds
+}
+
+// Problem validates the instance and prices every (job, model) pair: the
+// solver's form of Eq. 6 with (1a), (1b) and the exclusions. MinUsage is
+// left 0; Decide sets it to K(t). It also returns each job's options.
+func (in *Instance) Problem() (*solver.Problem, [][]Terms, error) {
+	if err := in.Validate(); err != nil {
+		return nil, nil, err
+	}
+	m, n := len(in.Models), len(in.Jobs)
+	p := &solver.Problem{
+		Capacity: make([]int, m),
+		Size:     make([]int, n),
+		Cost:     make([]float64, n*m),
+	}
+	for i := range in.Models {
+		p.Capacity[i] = in.Models[i].GPUs
+	}
+	options := make([][]Terms, n)
+	for k := range in.Jobs {
+		j := &in.Jobs[k]
+		rho := in.Fairness.Rho(j.ID)
+		p.Size[k] = j.GPUs
+		row := p.Cost[k*m : (k+1)*m]
+		for i := range in.Models {
+			mod := &in.Models[i]
+			row[i] = math.Inf(1)
+			if j.Remaining() <= 0 || !j.allowedOn(mod) {
+				continue
+			}
+			tr := in.Config.Terms(j, mod, in.Round, rho)
+			row[i] = tr.Cost
+			options[k] = append(options[k], tr)
+		}
+	}
+	return p, options, nil
+}
+
+// Decide solves one round: it validates the instance, prices every
+// (job, model) pair, computes K(t), solves the program exactly and returns
+// the decision with every job's terms. Bad input returns a *FieldError.
+func Decide(ctx context.Context, in *Instance) (*Decision, error) {
+	p, options, err := in.Problem()
+	if err != nil {
+		return nil, err
+	}
+	m, n := len(in.Models), len(in.Jobs)
+	d := &Decision{Round: in.Round, Jobs: make([]JobDecision, n), Usage: make(map[string]int, m)}
+	for k := range in.Jobs {
+		d.Jobs[k] = JobDecision{ID: in.Jobs[k].ID, Rho: in.Fairness.Rho(in.Jobs[k].ID), Options: options[k]}
+	}
+	pack, err := solver.MaxUsage(ctx, p, solver.Options{NodeLimit: in.Config.NodeLimit})
+	if err != nil {
+		return nil, fmt.Errorf("computing K(t) for round %d: %w", in.Round, err)
+	}
+	p.MinUsage = pack.Usage
+	res, err := solver.Solve(ctx, p, solver.Options{NodeLimit: in.Config.NodeLimit, Start: pack.Choice})
+	if err != nil {
+		return nil, fmt.Errorf("solving round %d: %w", in.Round, err)
+	}
+	d.MaxUsage, d.Objective, d.Bound, d.Gap = pack.Usage, res.Objective, res.Bound, res.Gap
+	d.Status, d.Stats = res.Status, res.Stats
+	for k := range in.Jobs {
+		j, jd := &in.Jobs[k], &d.Jobs[k]
+		switch c := res.Choice[k]; {
+		case c >= 0:
+			name := in.Models[c].Name
+			jd.Model = name
+			d.Usage[name] += j.GPUs
+			for _, o := range jd.Options {
+				if o.Model == name {
+					jd.Chosen = o
+				}
+			}
+		case j.Remaining() <= 0:
+			jd.Reason = ReasonDone
+		case len(jd.Options) == 0:
+			jd.Reason = ReasonNoModel
+		default:
+			jd.Reason = ReasonNotSelected
+		}
+	}
+	return d, nil
+}

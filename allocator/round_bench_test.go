@@ -1,0 +1,41 @@
+package allocator_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/instancegen"
+)
+
+// BenchmarkDecide times one full round (K(t) and the exact solve) on
+// realistic instances. Reproduce with:
+//
+//	go test -run '^$' -bench Decide -benchmem -count 5 ./allocator/
+func BenchmarkDecide(b *testing.B) {
+	for _, s := range []instancegen.Spec{
+		{Jobs: 4000, Models: 8, GPUs: 1000},
+		{Jobs: 20000, Models: 16, GPUs: 10000},
+		{Jobs: 100000, Models: 16, GPUs: 10000},
+	} {
+		b.Run(fmt.Sprintf("jobs=%d/models=%d/gpus=%d", s.Jobs, s.Models, s.GPUs), func(b *testing.B) {
+			in := instancegen.Generate(rand.New(rand.NewPCG(42, uint64(s.Jobs))), s)
+			b.ReportAllocs()
+			var gap float64
+			var nodes, core int
+			for b.Loop() {
+				d, err := allocator.Decide(context.Background(), in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				gap = max(gap, d.Gap)
+				nodes, core = d.Stats.Nodes, d.Stats.Core
+			}
+			b.ReportMetric(gap, "max-gap")
+			b.ReportMetric(float64(nodes), "nodes")
+			b.ReportMetric(float64(core), "core")
+		})
+	}
+}

@@ -1,0 +1,439 @@
+package solver
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// The LP relaxation of a round, with x_ji in [0, 1], is a transportation
+// problem once it is written in GPUs: y_ji = Size[j] * x_ji units flow from
+// item j (supply Size[j]) to model i (capacity Capacity[i]) at unit cost
+// Cost/Size, with total flow at least MinUsage. We solve it by successive
+// shortest paths. Because there are only M models, a path never needs item
+// nodes of its own: it runs S -> model -> model -> ... -> T where each hop
+// a -> b moves the cheapest-to-move item from a to b. Shortest paths are
+// then Bellman-Ford over M+2 nodes, and the cheapest item per hop comes
+// from a sorted list (S -> b; supply only shrinks) or a lazy heap (a -> b).
+
+// relTol is the relative slack below which two path costs are treated as
+// equal; it stops float noise from producing zero-length improvements.
+const relTol = 1e-12
+
+type heapEntry struct {
+	key float64
+	j   int32
+}
+
+// entryHeap is a binary min-heap ordered by (key, item).
+type entryHeap []heapEntry
+
+func (h entryHeap) less(a, b int) bool {
+	return h[a].key < h[b].key || (h[a].key == h[b].key && h[a].j < h[b].j)
+}
+
+func (h *entryHeap) push(e heapEntry) {
+	*h = append(*h, e)
+	s := *h
+	for k := len(s) - 1; k > 0; {
+		p := (k - 1) / 2
+		if !s.less(k, p) {
+			break
+		}
+		s[k], s[p] = s[p], s[k]
+		k = p
+	}
+}
+
+func (h *entryHeap) pop() {
+	s := *h
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
+	for k := 0; ; {
+		l, r, m := 2*k+1, 2*k+2, k
+		if l < n && s.less(l, m) {
+			m = l
+		}
+		if r < n && s.less(r, m) {
+			m = r
+		}
+		if m == k {
+			break
+		}
+		s[k], s[m] = s[m], s[k]
+		k = m
+	}
+	*h = s
+}
+
+// lpSolution is the optimum of the relaxation with its duals.
+type lpSolution struct {
+	feasible bool
+	// flow[j*M+i] is GPUs of item j on model i.
+	flow     []int
+	assigned []int
+	load     []int
+	total    int
+	value    float64
+	// q[i] is the unit value of model i and nu that of the usage bound
+	// (q_i = nu - lambda_i, lambda_i >= 0 the capacity price). Any such
+	// pair gives the Lagrangian bound; these are optimal.
+	q     []float64
+	nu    float64
+	bound float64
+	augs  int
+	// order is, per model, the admissible items by unit cost.
+	order [][]int32
+}
+
+// remap carries sorted per-model item lists to a node whose item j was
+// item keep[j] here... expressed as newIndex[old] (-1: dropped).
+func remap(orders [][]int32, newIndex []int32) [][]int32 {
+	out := make([][]int32, len(orders))
+	for i, o := range orders {
+		r := make([]int32, 0, len(o))
+		for _, j := range o {
+			if nj := newIndex[j]; nj >= 0 {
+				r = append(r, nj)
+			}
+		}
+		out[i] = r
+	}
+	return out
+}
+
+type lpSolver struct {
+	p        *Problem
+	m, n     int
+	unit     []float64
+	sol      *lpSolution
+	order    [][]int32
+	src      []int
+	heaps    []entryHeap
+	wS, wAB  []float64
+	dist     []float64
+	predNode []int
+	predJob  []int32
+}
+
+// solveLP solves the relaxation of p exactly (up to float rounding).
+// orders, when not nil, lists per model the items sorted by unit cost (a
+// superset of the admissible ones is fine); a child node passes its
+// parent's lists on, remapped, and so never sorts again.
+func solveLP(p *Problem, orders [][]int32) *lpSolution {
+	m, n := p.M(), p.N()
+	s := &lpSolver{
+		p: p, m: m, n: n,
+		unit:  make([]float64, n*m),
+		order: make([][]int32, m),
+		src:   make([]int, m),
+		heaps: make([]entryHeap, m*m),
+		wS:    make([]float64, m),
+		wAB:   make([]float64, m*m),
+		dist:  make([]float64, m+3),
+		sol: &lpSolution{
+			flow:     make([]int, n*m),
+			assigned: make([]int, n),
+			load:     make([]int, m),
+			q:        make([]float64, m),
+		},
+		predNode: make([]int, m+2),
+		predJob:  make([]int32, m+2),
+	}
+	counts := make([]int, m)
+	for j := 0; j < n; j++ {
+		for i := 0; i < m; i++ {
+			c := p.Cost[j*m+i]
+			if math.IsInf(c, 1) || p.Size[j] > p.Capacity[i] {
+				s.unit[j*m+i] = math.Inf(1)
+				continue
+			}
+			s.unit[j*m+i] = c / float64(p.Size[j])
+			counts[i]++
+		}
+	}
+	for i := 0; i < m; i++ {
+		o := make([]int32, 0, counts[i])
+		if orders != nil {
+			for _, j := range orders[i] {
+				if !math.IsInf(s.unit[int(j)*m+i], 1) {
+					o = append(o, j)
+				}
+			}
+		} else {
+			for j := 0; j < n; j++ {
+				if !math.IsInf(s.unit[j*m+i], 1) {
+					o = append(o, int32(j))
+				}
+			}
+			sortByKey(o, func(j int32) float64 { return s.unit[int(j)*m+i] })
+		}
+		s.order[i] = o
+	}
+	s.sol.order = s.order
+	s.run()
+	s.duals()
+	return s.sol
+}
+
+// sortByKey sorts items by (key, index); a total order keeps the solver
+// deterministic.
+func sortByKey(o []int32, key func(int32) float64) {
+	type kv struct {
+		k float64
+		j int32
+	}
+	tmp := make([]kv, len(o))
+	for x, j := range o {
+		tmp[x] = kv{key(j), j}
+	}
+	slices.SortFunc(tmp, func(a, b kv) int {
+		if c := cmp.Compare(a.k, b.k); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.j, b.j)
+	})
+	for x := range tmp {
+		o[x] = tmp[x].j
+	}
+}
+
+// edges refreshes the cheapest S->b and a->b hop weights.
+func (s *lpSolver) edges() {
+	m, sol := s.m, s.sol
+	for i := 0; i < m; i++ {
+		o := s.order[i]
+		for s.src[i] < len(o) && sol.assigned[o[s.src[i]]] >= s.p.Size[o[s.src[i]]] {
+			s.src[i]++
+		}
+		s.wS[i] = math.Inf(1)
+		if s.src[i] < len(o) {
+			s.wS[i] = s.unit[int(o[s.src[i]])*m+i]
+		}
+	}
+	for a := 0; a < m; a++ {
+		for b := 0; b < m; b++ {
+			h := &s.heaps[a*m+b]
+			for len(*h) > 0 && sol.flow[int((*h)[0].j)*m+a] == 0 {
+				h.pop()
+			}
+			s.wAB[a*m+b] = math.Inf(1)
+			if len(*h) > 0 {
+				s.wAB[a*m+b] = (*h)[0].key
+			}
+		}
+	}
+}
+
+func improves(nd, old float64) bool {
+	if math.IsInf(old, 1) {
+		return !math.IsInf(nd, 1)
+	}
+	return nd < old-relTol*(1+math.Abs(old))
+}
+
+// shortest runs Bellman-Ford from S over the model graph and returns the
+// model that reaches T most cheaply (-1 if none) and the path cost.
+func (s *lpSolver) shortest() (int, float64) {
+	m, sol := s.m, s.sol
+	inf := math.Inf(1)
+	for i := 0; i < m; i++ {
+		s.dist[i] = s.wS[i]
+		s.predNode[i], s.predJob[i] = m, -1
+		if !math.IsInf(s.wS[i], 1) {
+			s.predJob[i] = s.order[i][s.src[i]]
+		}
+	}
+	for pass := 0; pass < m; pass++ {
+		changed := false
+		for a := 0; a < m; a++ {
+			if math.IsInf(s.dist[a], 1) {
+				continue
+			}
+			for b := 0; b < m; b++ {
+				w := s.wAB[a*m+b]
+				if a == b || math.IsInf(w, 1) {
+					continue
+				}
+				if nd := s.dist[a] + w; improves(nd, s.dist[b]) {
+					s.dist[b] = nd
+					s.predNode[b], s.predJob[b] = a, s.heaps[a*m+b][0].j
+					changed = true
+				}
+			}
+		}
+		if !changed {
+			break
+		}
+	}
+	best, bd := -1, inf
+	for i := 0; i < m; i++ {
+		if sol.load[i] < s.p.Capacity[i] && s.dist[i] < bd {
+			best, bd = i, s.dist[i]
+		}
+	}
+	return best, bd
+}
+
+// run augments along shortest paths until usage reaches MinUsage and no
+// path has negative cost, or no path is left.
+func (s *lpSolver) run() {
+	m, sol, p := s.m, s.sol, s.p
+	path := make([]int, 0, m+1)
+	for {
+		s.edges()
+		last, cost := s.shortest()
+		if last < 0 {
+			break
+		}
+		nonNeg := cost >= -relTol*(1+math.Abs(cost))
+		if sol.total >= p.MinUsage && nonNeg {
+			break
+		}
+		// Walk back from the last model to S; collect the models.
+		path = path[:0]
+		for v := last; v != m; v = s.predNode[v] {
+			path = append(path, v)
+			if len(path) > m {
+				panic("solver: cycle in shortest-path tree")
+			}
+		}
+		first := path[len(path)-1]
+		j0 := int(s.predJob[first])
+		delta := p.Size[j0] - sol.assigned[j0]
+		delta = min(delta, p.Capacity[last]-sol.load[last])
+		for _, v := range path[:len(path)-1] {
+			j, a := int(s.predJob[v]), s.predNode[v]
+			delta = min(delta, sol.flow[j*m+a])
+		}
+		if nonNeg {
+			delta = min(delta, p.MinUsage-sol.total)
+		}
+		s.add(j0, first, delta)
+		sol.assigned[j0] += delta
+		for _, v := range path[:len(path)-1] {
+			j, a := int(s.predJob[v]), s.predNode[v]
+			sol.flow[j*m+a] -= delta
+			s.add(j, v, delta)
+		}
+		sol.load[last] += delta
+		sol.total += delta
+		sol.value += cost * float64(delta)
+		sol.augs++
+	}
+	sol.feasible = sol.total >= p.MinUsage
+	// Recompute the value from the flows: the sum of path costs drifts.
+	sol.value = 0
+	for k, f := range sol.flow {
+		if f > 0 {
+			sol.value += float64(f) * s.unit[k]
+		}
+	}
+}
+
+// add moves delta more GPUs of item j onto model b and indexes the item
+// for moves out of b when it first lands there.
+func (s *lpSolver) add(j, b, delta int) {
+	m := s.m
+	k := j*m + b
+	if s.sol.flow[k] == 0 {
+		for c := 0; c < m; c++ {
+			if c != b && !math.IsInf(s.unit[j*m+c], 1) {
+				s.heaps[b*m+c].push(heapEntry{s.unit[j*m+c] - s.unit[k], int32(j)})
+			}
+		}
+	}
+	s.sol.flow[k] += delta
+}
+
+// duals derives optimal (q, nu) from node potentials of the final residual
+// graph (shortest distances from a virtual root), and the Lagrangian bound.
+// Nodes: models 0..m-1, S = m, T = m+1, root = m+2.
+func (s *lpSolver) duals() {
+	m, sol, p := s.m, s.sol, s.p
+	S, T := m, m+1
+	s.edges()
+	// a -> S: undo an item on a (reverse of its S -> item arc).
+	wAS := make([]float64, m)
+	for i := range wAS {
+		wAS[i] = math.Inf(1)
+	}
+	for j := 0; j < s.n; j++ {
+		for a := 0; a < m; a++ {
+			if sol.flow[j*m+a] > 0 {
+				wAS[a] = math.Min(wAS[a], -s.unit[j*m+a])
+			}
+		}
+	}
+	type arc struct {
+		u, v int
+		w    float64
+	}
+	var arcs []arc
+	for i := 0; i < m; i++ {
+		arcs = append(arcs, arc{S, i, s.wS[i]}, arc{i, S, wAS[i]})
+		if sol.load[i] < p.Capacity[i] {
+			arcs = append(arcs, arc{i, T, 0})
+		}
+		if sol.load[i] > 0 {
+			arcs = append(arcs, arc{T, i, 0})
+		}
+		for b := 0; b < m; b++ {
+			if b != i {
+				arcs = append(arcs, arc{i, b, s.wAB[i*m+b]})
+			}
+		}
+	}
+	arcs = append(arcs, arc{T, S, 0})
+	if sol.total > p.MinUsage {
+		arcs = append(arcs, arc{S, T, 0})
+	}
+	pi := s.dist[:m+2]
+	for k := range pi {
+		pi[k] = 0 // root -> every node at cost 0
+	}
+	for pass := 0; pass < m+2; pass++ {
+		changed := false
+		for _, a := range arcs {
+			if math.IsInf(a.w, 1) {
+				continue
+			}
+			if nd := pi[a.u] + a.w; improves(nd, pi[a.v]) {
+				pi[a.v] = nd
+				changed = true
+			}
+		}
+		if !changed {
+			break
+		}
+	}
+	sol.nu = pi[T] - pi[S]
+	for i := 0; i < m; i++ {
+		sol.q[i] = math.Min(pi[i]-pi[S], sol.nu)
+	}
+	sol.bound = lagrangeBound(p, s.unit, sol.q, sol.nu)
+}
+
+// lagrangeBound is L(q, nu) = sum_j min(0, min_i c_ji - d_j q_i) +
+// sum_i q_i Y_i - nu (sum_i Y_i - K), a lower bound on the program for any
+// nu >= 0 and q_i <= nu.
+func lagrangeBound(p *Problem, unit []float64, q []float64, nu float64) float64 {
+	m := p.M()
+	b, ySum := 0.0, 0
+	for j := 0; j < p.N(); j++ {
+		best := 0.0
+		d := float64(p.Size[j])
+		for i := 0; i < m; i++ {
+			if u := unit[j*m+i]; !math.IsInf(u, 1) {
+				best = math.Min(best, d*(u-q[i]))
+			}
+		}
+		b += best
+	}
+	for i, y := range p.Capacity {
+		b += q[i] * float64(y)
+		ySum += y
+	}
+	return b - nu*float64(ySum-p.MinUsage)
+}

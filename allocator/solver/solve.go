@@ -1,0 +1,644 @@
+package solver
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Options bound and seed the search.
+type Options struct {
+	// NodeLimit caps branch-and-bound nodes; 0 means DefaultNodeLimit.
+	NodeLimit int
+	// Start, when it is a feasible assignment (len N, -1 = left out), is
+	// the first incumbent. MaxUsage's packing is a good one.
+	Start []int
+}
+
+// DefaultNodeLimit stops a search that has not closed its gap; the answer
+// is then the best assignment with Status Feasible and the gap it proved.
+// Rounds we generate (realistic throughputs, up to 100,000 jobs) close in
+// a few nodes because reduced-cost fixing leaves a small core.
+const DefaultNodeLimit = 100000
+
+// relTolObjective times max(1, |root LP value|) is the absolute tolerance
+// under which two objective values count as equal: far below the 1e-6
+// relative gap we promise, far above float rounding of the sums.
+const relTolObjective = 1e-9
+
+// Solve returns an optimal assignment for p:
+//
+//	min sum_ji c_ji x_ji  s.t. (1a), (1b), (7), x binary, exclusions,
+//
+// by branch and bound over the transportation relaxation (see lp.go) with
+// Lagrangian reduced-cost fixing at every node, so that only items whose
+// choice is really in doubt are branched on. It is deterministic. It
+// returns ErrInfeasible when no assignment reaches p.MinUsage, an error
+// for NaN costs or non-positive sizes, and ctx.Err() if ctx ends first.
+// It panics when len(p.Cost) != N*M.
+func Solve(ctx context.Context, p *Problem, opt Options) (res Result, err error) {
+	if err := p.check(); err != nil {
+		return Result{}, err
+	}
+	return solve(ctx, p, opt, math.Inf(-1))
+}
+
+// solve stops early once the incumbent reaches target (a known lower
+// bound), which MaxUsage uses when its packing bound is met.
+func solve(ctx context.Context, p *Problem, opt Options, target float64) (Result, error) {
+	start := time.Now()
+	s := newSearch(ctx, p, opt, target)
+	if opt.Start != nil {
+		if len(opt.Start) != p.N() {
+			panic(fmt.Sprintf("solver: len(Start) = %d, want N = %d", len(opt.Start), p.N()))
+		}
+		if p.feasible(opt.Start) {
+			s.offer(slices.Clone(opt.Start))
+		}
+	}
+	idx := make([]int, p.N())
+	for j := range idx {
+		idx[j] = j
+	}
+	s.explore(restrict(p, idx, -1), idx, nil, 0, math.Inf(-1))
+	if s.best == nil {
+		if s.stopped {
+			if err := ctx.Err(); err != nil {
+				return Result{}, fmt.Errorf("solver: stopped before any feasible assignment: %w", err)
+			}
+			return Result{}, fmt.Errorf("solver: node limit %d reached before any feasible assignment", s.limit)
+		}
+		return Result{}, ErrInfeasible
+	}
+	res := Result{Choice: s.best, Objective: s.bestVal, Status: Optimal}
+	res.Usage = p.usage(s.best)
+	res.Bound = math.Min(s.bestVal, s.minOpen)
+	if s.stopped {
+		res.Status = Feasible
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+	}
+	res.Gap = math.Max(0, res.Objective-res.Bound) / math.Max(1, math.Abs(res.Objective))
+	res.Stats = Stats{Runtime: time.Since(start), Augmentations: s.augs, Nodes: s.nodes, Core: s.core}
+	return res, nil
+}
+
+// search is one branch-and-bound run over the original problem.
+type search struct {
+	ctx    context.Context
+	p      *Problem
+	tol    float64
+	limit  int
+	target float64
+	// assign holds fixings of the current path (original indices).
+	assign []int
+	best   []int
+	// bestVal is +Inf until an incumbent exists.
+	bestVal float64
+	// minOpen is the least bound of a node cut by its bound or left
+	// unexplored: with bestVal, the proven lower bound.
+	minOpen float64
+	nodes   int
+	augs    int
+	core    int
+	stopped bool
+	// nested marks the core heuristic's own search, which must not
+	// recurse into another core heuristic.
+	nested bool
+	// coreTried: the core heuristic runs once, at the first large node;
+	// after it the incumbent is rarely improved by running it again.
+	coreTried bool
+}
+
+func newSearch(ctx context.Context, p *Problem, opt Options, target float64) *search {
+	s := &search{
+		ctx: ctx, p: p, limit: opt.NodeLimit, target: target,
+		assign:  make([]int, p.N()),
+		bestVal: math.Inf(1), minOpen: math.Inf(1), core: -1,
+	}
+	if s.limit <= 0 {
+		s.limit = DefaultNodeLimit
+	}
+	for j := range s.assign {
+		s.assign[j] = -1
+	}
+	return s
+}
+
+// offer takes a complete feasible assignment as incumbent if it is better.
+func (s *search) offer(choice []int) {
+	if v := s.p.objective(choice); v < s.bestVal {
+		s.best, s.bestVal = choice, v
+	}
+}
+
+func (s *search) done() bool {
+	return s.bestVal <= s.target+s.tol
+}
+
+// explore solves the node whose free items are sub (idx maps them to the
+// original problem); everything else is fixed in s.assign at fixedCost.
+// parentBound is a valid bound for the node, recorded if it is cut off.
+func (s *search) explore(sub *Problem, idx []int, orders [][]int32, fixedCost, parentBound float64) {
+	if s.done() {
+		return
+	}
+	s.nodes++
+	if s.nodes > s.limit || (s.nodes%64 == 0 && s.ctx.Err() != nil) {
+		s.stopped = true
+		s.minOpen = math.Min(s.minOpen, parentBound)
+		return
+	}
+	var undo []int
+	defer func() {
+		for _, j := range undo {
+			s.assign[j] = -1
+		}
+	}()
+	lp := solveLP(sub, orders)
+	orders = lp.order
+	s.augs += lp.augs
+	if !lp.feasible {
+		return
+	}
+	if s.tol == 0 { // the root: scale the tolerance to the objective
+		s.tol = relTolObjective * math.Max(1, math.Abs(fixedCost+lp.value))
+	}
+	bound := math.Max(parentBound, fixedCost+lp.bound)
+	if bound >= s.bestVal-s.tol {
+		s.minOpen = math.Min(s.minOpen, bound)
+		return
+	}
+	if choice, ok := s.integral(sub, idx, lp); ok {
+		s.offer(choice)
+		return
+	}
+	// On a large node the core heuristic is both better and cheaper than
+	// rounding, whose sort covers every option.
+	if !s.nested && !s.coreTried && sub.N() > 2*coreSize(sub.M()) {
+		s.coreTried = true
+		s.coreHeuristic(sub, idx, lp)
+	} else {
+		s.round(sub, idx, lp)
+	}
+	if s.done() || bound >= s.bestVal-s.tol {
+		s.minOpen = math.Min(s.minOpen, bound)
+		return
+	}
+	jb, opts := s.branchOn(sub, lp)
+	// Fixing keeps the LP optimal for what is left (fixed items sit at
+	// their LP values, and the duals stay feasible), so the node needs no
+	// second LP: branch on the smaller problem directly.
+	next, nextIdx, newIndex, fixedCost, undo := s.fix(sub, idx, lp, s.bestVal-bound, fixedCost, undo)
+	if newIndex != nil {
+		orders = remap(orders, newIndex)
+		jb = int(newIndex[jb])
+	}
+	sub, idx = next, nextIdx
+	if slices.ContainsFunc(sub.Capacity, func(y int) bool { return y < 0 }) {
+		return // float ties forced items past a capacity: nothing here beats the incumbent
+	}
+	if s.core < 0 {
+		s.core = sub.N()
+	}
+	m := sub.M()
+	childIndex := make([]int32, sub.N())
+	for j := range childIndex {
+		childIndex[j] = int32(j)
+		if j == jb {
+			childIndex[j] = -1
+		} else if j > jb {
+			childIndex[j] = int32(j - 1)
+		}
+	}
+	childOrders := remap(orders, childIndex)
+	for _, o := range opts {
+		if o >= 0 && (math.IsInf(sub.Cost[jb*m+o], 1) || sub.Size[jb] > sub.Capacity[o]) {
+			continue // fixing ruled this option out
+		}
+		child := slices.Clone(idx[:jb:jb])
+		child = append(child, idx[jb+1:]...)
+		cp := restrict(sub, idx, idx[jb])
+		cost := 0.0
+		if o >= 0 {
+			cost = sub.Cost[jb*m+o]
+			cp.Capacity[o] -= sub.Size[jb]
+			cp.MinUsage = max(0, cp.MinUsage-sub.Size[jb])
+			s.assign[idx[jb]] = o
+		}
+		s.explore(cp, child, childOrders, fixedCost+cost, bound)
+		s.assign[idx[jb]] = -1
+		if s.stopped {
+			s.minOpen = math.Min(s.minOpen, bound)
+			return
+		}
+		if s.done() {
+			return
+		}
+	}
+}
+
+// restrict copies sub without the item whose original index is drop (-1
+// keeps all), excluding options whose size exceeds the capacity.
+func restrict(sub *Problem, idx []int, drop int) *Problem {
+	m := sub.M()
+	out := &Problem{Capacity: slices.Clone(sub.Capacity), MinUsage: sub.MinUsage}
+	out.Size = make([]int, 0, sub.N())
+	out.Cost = make([]float64, 0, len(sub.Cost))
+	for j := 0; j < sub.N(); j++ {
+		if idx[j] == drop {
+			continue
+		}
+		out.Size = append(out.Size, sub.Size[j])
+		for i, c := range sub.Cost[j*m : (j+1)*m] {
+			if sub.Size[j] > out.Capacity[i] {
+				c = math.Inf(1)
+			}
+			out.Cost = append(out.Cost, c)
+		}
+	}
+	return out
+}
+
+// full returns the complete assignment: fixings plus choice for sub items.
+func (s *search) full(idx []int, choice func(j int) int) []int {
+	out := slices.Clone(s.assign)
+	for j, o := range idx {
+		out[o] = choice(j)
+	}
+	return out
+}
+
+// integral reports whether the LP chose whole items, and if so returns
+// the complete assignment.
+func (s *search) integral(sub *Problem, idx []int, lp *lpSolution) ([]int, bool) {
+	m := sub.M()
+	for j := 0; j < sub.N(); j++ {
+		if a := lp.assigned[j]; a != 0 && lpModel(lp, j, m, sub.Size[j]) < 0 {
+			return nil, false
+		}
+	}
+	return s.full(idx, func(j int) int { return lpModel(lp, j, m, sub.Size[j]) }), true
+}
+
+// lpModel is the model holding all of item j in the LP, or -1.
+func lpModel(lp *lpSolution, j, m, size int) int {
+	for i := 0; i < m; i++ {
+		if lp.flow[j*m+i] == size {
+			return i
+		}
+	}
+	return -1
+}
+
+type option struct {
+	j, i int // i = -1: leave item j out
+	r    float64
+	flow int
+}
+
+// round is the primal heuristic: keep the LP's whole items, then take
+// options in order of reduced cost while they fit and either are needed
+// for the usage bound or lower the objective.
+func (s *search) round(sub *Problem, idx []int, lp *lpSolution) {
+	m, n := sub.M(), sub.N()
+	choice := make([]int, n)
+	load := make([]int, m)
+	usage := 0
+	var cand []option
+	for j := 0; j < n; j++ {
+		choice[j] = -1
+		if i := lpModel(lp, j, m, sub.Size[j]); i >= 0 {
+			choice[j] = i
+			load[i] += sub.Size[j]
+			usage += sub.Size[j]
+			continue
+		}
+		for i := 0; i < m; i++ {
+			if c := sub.Cost[j*m+i]; !math.IsInf(c, 1) && sub.Size[j] <= sub.Capacity[i] {
+				cand = append(cand, option{j: j, i: i, r: c - float64(sub.Size[j])*lp.q[i], flow: lp.flow[j*m+i]})
+			}
+		}
+	}
+	slices.SortFunc(cand, func(a, b option) int {
+		if c := cmp.Compare(b.flow, a.flow); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.r, b.r); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.j*m+a.i, b.j*m+b.i)
+	})
+	for _, o := range cand {
+		d := sub.Size[o.j]
+		if choice[o.j] >= 0 || load[o.i]+d > sub.Capacity[o.i] {
+			continue
+		}
+		if usage < sub.MinUsage || sub.Cost[o.j*m+o.i] < 0 {
+			choice[o.j] = o.i
+			load[o.i] += d
+			usage += d
+		}
+	}
+	if usage >= sub.MinUsage {
+		s.offer(s.full(idx, func(j int) int { return choice[j] }))
+	}
+}
+
+// coreSize is how many items the core heuristic leaves free: enough to
+// absorb the LP's (at most M+1) fractional items and the holes they leave.
+func coreSize(m int) int { return 16 + 4*m }
+
+// coreHeuristic finds a strong incumbent on a large node, so that
+// reduced-cost fixing afterwards leaves few items (the "core problem" idea
+// of large knapsack solvers). Items whose best and second-best options are
+// closest in reduced cost stay free; the rest keep the LP's choice; the
+// small problem left is solved by a nested search.
+func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution) {
+	m, n := sub.M(), sub.N()
+	type cand struct {
+		j     int
+		delta float64
+	}
+	cands := make([]cand, n)
+	for j := 0; j < n; j++ {
+		d := float64(sub.Size[j])
+		best, second := 0.0, math.Inf(1)
+		for i := 0; i < m; i++ {
+			if c := sub.Cost[j*m+i]; !math.IsInf(c, 1) && sub.Size[j] <= sub.Capacity[i] {
+				r := c - d*lp.q[i]
+				if r < best {
+					best, second = r, best
+				} else if r < second {
+					second = r
+				}
+			}
+		}
+		delta := second - best
+		if lp.assigned[j] != 0 && lpModel(lp, j, m, sub.Size[j]) < 0 {
+			delta = math.Inf(-1) // fractional: always free
+		}
+		cands[j] = cand{j, delta}
+	}
+	slices.SortFunc(cands, func(a, b cand) int {
+		if c := cmp.Compare(a.delta, b.delta); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.j, b.j)
+	})
+	free := make([]bool, n)
+	for _, c := range cands[:coreSize(m)] {
+		free[c.j] = true
+	}
+	for _, j := range fillers(sub, lp) {
+		free[j] = true
+	}
+	core := &Problem{Capacity: slices.Clone(sub.Capacity), MinUsage: sub.MinUsage}
+	var coreIdx []int
+	fixed := make([]int, n)
+	for j := 0; j < n; j++ {
+		fixed[j] = -1
+		if free[j] {
+			core.Size = append(core.Size, sub.Size[j])
+			core.Cost = append(core.Cost, sub.Cost[j*m:(j+1)*m]...)
+			coreIdx = append(coreIdx, j)
+			continue
+		}
+		if i := lpModel(lp, j, m, sub.Size[j]); i >= 0 {
+			fixed[j] = i
+			core.Capacity[i] -= sub.Size[j]
+			core.MinUsage = max(0, core.MinUsage-sub.Size[j])
+		}
+	}
+	inner := newSearch(s.ctx, core, Options{NodeLimit: coreNodeLimit}, math.Inf(-1))
+	inner.nested = true
+	all := make([]int, core.N())
+	for j := range all {
+		all[j] = j
+	}
+	inner.explore(restrict(core, all, -1), all, nil, 0, math.Inf(-1))
+	s.nodes += inner.nodes
+	s.augs += inner.augs
+	if inner.best == nil {
+		return
+	}
+	for k, j := range coreIdx {
+		fixed[j] = inner.best[k]
+	}
+	s.offer(s.full(idx, func(j int) int { return fixed[j] }))
+}
+
+// fillersPerSize is how many waiting items per (model, size) the core
+// keeps as candidates to fill the holes the fractional items leave.
+const fillersPerSize = 3
+
+// fillers returns, for every model and gang size, the fillersPerSize items
+// the LP left out that are cheapest there in reduced cost. Without them a
+// core may have no item that fits a hole, and no incumbent.
+func fillers(sub *Problem, lp *lpSolution) []int {
+	m := sub.M()
+	type entry struct {
+		r float64
+		j int
+	}
+	best := map[[2]int][]entry{} // (model, size) -> up to fillersPerSize, ascending
+	for j := 0; j < sub.N(); j++ {
+		if lp.assigned[j] != 0 {
+			continue
+		}
+		d := sub.Size[j]
+		for i := 0; i < m; i++ {
+			c := sub.Cost[j*m+i]
+			if math.IsInf(c, 1) || d > sub.Capacity[i] {
+				continue
+			}
+			e := entry{c - float64(d)*lp.q[i], j}
+			key := [2]int{i, d}
+			l := best[key]
+			if len(l) == fillersPerSize && e.r >= l[len(l)-1].r {
+				continue
+			}
+			k := len(l)
+			if k < fillersPerSize {
+				l = append(l, e)
+			} else {
+				k--
+			}
+			for ; k > 0 && l[k-1].r > e.r; k-- {
+				l[k] = l[k-1]
+			}
+			l[k] = e
+			best[key] = l
+		}
+	}
+	var out []int
+	for _, l := range best {
+		for _, e := range l {
+			out = append(out, e.j)
+		}
+	}
+	return out
+}
+
+// coreNodeLimit bounds the nested search of the core heuristic; it only
+// has to find a good incumbent, not prove it.
+const coreNodeLimit = 200
+
+// fix applies reduced-cost fixing with the node's duals: an option whose
+// reduced cost exceeds the item's best by gap or more cannot be part of an
+// assignment better than the incumbent. Items left with one option are
+// fixed; others lose their hopeless models. It returns the smaller node.
+func (s *search) fix(sub *Problem, idx []int, lp *lpSolution, gap, fixedCost float64, undo []int) (*Problem, []int, []int32, float64, []int) {
+	if math.IsInf(gap, 1) {
+		return sub, idx, nil, fixedCost, undo
+	}
+	m, n := sub.M(), sub.N()
+	keep := gap + s.tol
+	out := &Problem{Capacity: slices.Clone(sub.Capacity), MinUsage: sub.MinUsage}
+	var outIdx []int
+	newIndex := make([]int32, n)
+	changed := false
+	row := make([]float64, m)
+	for j := 0; j < n; j++ {
+		d := float64(sub.Size[j])
+		rmin := 0.0
+		for i := 0; i < m; i++ {
+			if c := sub.Cost[j*m+i]; !math.IsInf(c, 1) && sub.Size[j] <= sub.Capacity[i] {
+				rmin = math.Min(rmin, c-d*lp.q[i])
+			}
+		}
+		free, only := 0, -1
+		if -rmin < keep {
+			free++
+		}
+		for i := 0; i < m; i++ {
+			row[i] = math.Inf(1)
+			c := sub.Cost[j*m+i]
+			if math.IsInf(c, 1) || sub.Size[j] > sub.Capacity[i] {
+				continue
+			}
+			if c-d*lp.q[i]-rmin < keep {
+				row[i] = c
+				free++
+				only = i
+			} else {
+				changed = true
+			}
+		}
+		newIndex[j] = -1
+		if free > 1 {
+			newIndex[j] = int32(len(outIdx))
+			out.Size = append(out.Size, sub.Size[j])
+			out.Cost = append(out.Cost, row...)
+			outIdx = append(outIdx, idx[j])
+			continue
+		}
+		changed = true
+		if only >= 0 && -rmin >= keep {
+			fixedCost += sub.Cost[j*m+only]
+			out.Capacity[only] -= sub.Size[j]
+			out.MinUsage = max(0, out.MinUsage-sub.Size[j])
+			s.assign[idx[j]] = only
+			undo = append(undo, idx[j])
+		}
+	}
+	if !changed {
+		return sub, idx, nil, fixedCost, undo
+	}
+	return out, outIdx, newIndex, fixedCost, undo
+}
+
+// branchOn picks the largest fractional item (ties: lowest index) and its
+// options, the LP's favourite first, then by reduced cost.
+func (s *search) branchOn(sub *Problem, lp *lpSolution) (int, []int) {
+	m := sub.M()
+	jb := -1
+	for j := 0; j < sub.N(); j++ {
+		if lp.assigned[j] != 0 && lpModel(lp, j, m, sub.Size[j]) < 0 {
+			if jb < 0 || sub.Size[j] > sub.Size[jb] {
+				jb = j
+			}
+		}
+	}
+	if jb < 0 {
+		panic("solver: branching on an integral LP")
+	}
+	opts := []option{{j: jb, i: -1, flow: sub.Size[jb] - lp.assigned[jb]}}
+	for i := 0; i < m; i++ {
+		if c := sub.Cost[jb*m+i]; !math.IsInf(c, 1) && sub.Size[jb] <= sub.Capacity[i] {
+			opts = append(opts, option{j: jb, i: i, r: c - float64(sub.Size[jb])*lp.q[i], flow: lp.flow[jb*m+i]})
+		}
+	}
+	slices.SortFunc(opts, func(a, b option) int {
+		if c := cmp.Compare(b.flow, a.flow); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.r, b.r); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.i, b.i)
+	})
+	out := make([]int, len(opts))
+	for k, o := range opts {
+		out[k] = o.i
+	}
+	return jb, out
+}
+
+// objective sums the chosen costs in item order (a fixed order, so equal
+// assignments give bit-identical values).
+func (p *Problem) objective(choice []int) float64 {
+	v := 0.0
+	for j, i := range choice {
+		if i >= 0 {
+			v += p.Cost[j*p.M()+i]
+		}
+	}
+	return v
+}
+
+func (p *Problem) usage(choice []int) int {
+	u := 0
+	for j, i := range choice {
+		if i >= 0 {
+			u += p.Size[j]
+		}
+	}
+	return u
+}
+
+// feasible re-checks an assignment against every constraint.
+func (p *Problem) feasible(choice []int) bool {
+	if len(choice) != p.N() {
+		return false
+	}
+	load := make([]int, p.M())
+	for j, i := range choice {
+		if i < -1 || i >= p.M() {
+			return false
+		}
+		if i >= 0 {
+			if !p.Allowed(j, i) {
+				return false
+			}
+			load[i] += p.Size[j]
+		}
+	}
+	for i, l := range load {
+		if l > p.Capacity[i] {
+			return false
+		}
+	}
+	return p.usage(choice) >= p.MinUsage
+}
+
+// Feasible reports whether choice satisfies (1a), (1b), (7) and the
+// exclusions; tests and callers use it to re-check answers independently.
+func (p *Problem) Feasible(choice []int) bool { return p.feasible(choice) }
+
+// Objective is the program's objective for choice.
+func (p *Problem) Objective(choice []int) float64 { return p.objective(choice) }

@@ -1,0 +1,211 @@
+package solver
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// bruteForce enumerates every assignment: the largest usage K, and the
+// least objective among assignments with usage >= max(K, p.MinUsage) when
+// useK, else >= p.MinUsage.
+func bruteForce(p *Problem, useK bool) (k int, best float64, ok bool) {
+	m, n := p.M(), p.N()
+	choice := make([]int, n)
+	load := make([]int, m)
+	type leaf struct {
+		usage int
+		cost  float64
+	}
+	var leaves []leaf
+	var rec func(j, usage int)
+	rec = func(j, usage int) {
+		if j == n {
+			leaves = append(leaves, leaf{usage, p.Objective(choice)})
+			return
+		}
+		choice[j] = -1
+		rec(j+1, usage)
+		for i := 0; i < m; i++ {
+			if p.Allowed(j, i) && load[i]+p.Size[j] <= p.Capacity[i] {
+				choice[j] = i
+				load[i] += p.Size[j]
+				rec(j+1, usage+p.Size[j])
+				load[i] -= p.Size[j]
+			}
+		}
+		choice[j] = -1
+	}
+	rec(0, 0)
+	for _, l := range leaves {
+		k = max(k, l.usage)
+	}
+	need := p.MinUsage
+	if useK {
+		need = max(need, k)
+	}
+	best = math.Inf(1)
+	for _, l := range leaves {
+		if l.usage >= need && l.cost < best {
+			best, ok = l.cost, true
+		}
+	}
+	return k, best, ok
+}
+
+// randomProblem draws a small instance: mixed sizes, exclusions, tight or
+// loose capacity, costs of both signs, and sometimes integer costs so that
+// ties are common.
+func randomProblem(r *rand.Rand) *Problem {
+	m := 1 + r.IntN(3)
+	n := 1 + r.IntN(8)
+	sizes := []int{1, 1, 2, 2, 3, 4, 8}
+	p := &Problem{Capacity: make([]int, m), Size: make([]int, n), Cost: make([]float64, n*m)}
+	tight := r.IntN(2) == 0
+	for i := range p.Capacity {
+		if tight {
+			p.Capacity[i] = r.IntN(6)
+		} else {
+			p.Capacity[i] = r.IntN(17)
+		}
+	}
+	ties := r.IntN(3) == 0
+	sign := r.IntN(3) // 0 positive, 1 negative, 2 mixed
+	for j := range p.Size {
+		p.Size[j] = sizes[r.IntN(len(sizes))]
+		for i := 0; i < m; i++ {
+			k := j*m + i
+			if r.IntN(5) == 0 {
+				p.Cost[k] = math.Inf(1)
+				continue
+			}
+			c := r.Float64() * 20
+			if ties {
+				c = float64(r.IntN(4))
+			}
+			switch {
+			case sign == 1, sign == 2 && r.IntN(2) == 0:
+				c = -c
+			}
+			p.Cost[k] = c
+		}
+	}
+	return p
+}
+
+func tolFor(p *Problem) float64 {
+	s := 0.0
+	for _, c := range p.Cost {
+		if !math.IsInf(c, 1) {
+			s += math.Abs(c)
+		}
+	}
+	return 1e-9 * math.Max(1, s)
+}
+
+func TestSolveMatchesBruteForce(t *testing.T) {
+	const instances = 10000
+	r := rand.New(rand.NewPCG(1, 2))
+	ctx := context.Background()
+	for it := 0; it < instances; it++ {
+		p := randomProblem(r)
+		k, want, _ := bruteForce(p, true)
+		pack, err := MaxUsage(ctx, p, Options{})
+		if err != nil {
+			t.Fatalf("instance %d: MaxUsage: %v\n%s", it, err, dump(p))
+		}
+		if pack.Usage != k || !pack.Proven || !p.withMin(0).Feasible(pack.Choice) {
+			t.Fatalf("instance %d: MaxUsage = %+v, brute force K = %d\n%s", it, pack, k, dump(p))
+		}
+		p.MinUsage = k
+		res, err := Solve(ctx, p, Options{Start: pack.Choice})
+		if err != nil {
+			t.Fatalf("instance %d: Solve: %v\n%s", it, err, dump(p))
+		}
+		if !p.Feasible(res.Choice) {
+			t.Fatalf("instance %d: infeasible answer %v\n%s", it, res.Choice, dump(p))
+		}
+		if got := p.Objective(res.Choice); math.Abs(got-want) > tolFor(p) || math.Abs(res.Objective-got) > tolFor(p) {
+			t.Fatalf("instance %d: objective %v (reported %v), brute force %v\n%s", it, got, res.Objective, want, dump(p))
+		}
+		if res.Status != Optimal || res.Gap > 1e-9 || res.Bound > res.Objective+tolFor(p) {
+			t.Fatalf("instance %d: status %v gap %v bound %v objective %v", it, res.Status, res.Gap, res.Bound, res.Objective)
+		}
+	}
+}
+
+// TestSolveWithoutStart checks that the search finds feasible answers on its
+// own, for MinUsage below, at and above what can be reached.
+func TestSolveWithoutStart(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for it := 0; it < 3000; it++ {
+		p := randomProblem(r)
+		k, _, _ := bruteForce(p, true)
+		p.MinUsage = r.IntN(k + 2)
+		_, want, ok := bruteForce(p, false)
+		res, err := Solve(context.Background(), p, Options{})
+		if !ok {
+			if err != ErrInfeasible {
+				t.Fatalf("instance %d: MinUsage %d > K %d: got %v, want ErrInfeasible", it, p.MinUsage, k, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("instance %d: %v\n%s", it, err, dump(p))
+		}
+		if got := p.Objective(res.Choice); !p.Feasible(res.Choice) || math.Abs(got-want) > tolFor(p) {
+			t.Fatalf("instance %d: objective %v feasible %v, want %v\n%s", it, got, p.Feasible(res.Choice), want, dump(p))
+		}
+	}
+}
+
+func (p *Problem) withMin(k int) *Problem {
+	q := *p
+	q.MinUsage = k
+	return &q
+}
+
+func dump(p *Problem) string {
+	return fmt.Sprintf("capacity=%v sizes=%v minUsage=%d cost=%v", p.Capacity, p.Size, p.MinUsage, p.Cost)
+}
+
+// TestLPDualsAreOptimal checks strong duality of the relaxation: the
+// Lagrangian bound from the derived duals equals the primal LP value.
+func TestLPDualsAreOptimal(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for it := 0; it < 3000; it++ {
+		p := randomProblem(r)
+		k, _, _ := bruteForce(p, true)
+		p.MinUsage = r.IntN(k + 1)
+		lp := solveLP(p, nil)
+		if !lp.feasible {
+			t.Fatalf("instance %d: LP infeasible at MinUsage %d <= K %d", it, p.MinUsage, k)
+		}
+		if math.Abs(lp.bound-lp.value) > tolFor(p) {
+			t.Fatalf("instance %d: dual bound %v != primal %v (q=%v nu=%v)\n%s", it, lp.bound, lp.value, lp.q, lp.nu, dump(p))
+		}
+	}
+}
+
+func TestCheckErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    Problem
+		want error
+	}{
+		{"nan cost", Problem{Capacity: []int{1}, Size: []int{1}, Cost: []float64{math.NaN()}}, ErrBadCost},
+		{"-inf cost", Problem{Capacity: []int{1}, Size: []int{1}, Cost: []float64{math.Inf(-1)}}, ErrBadCost},
+		{"zero size", Problem{Capacity: []int{1}, Size: []int{0}, Cost: []float64{1}}, ErrBadSize},
+		{"negative capacity", Problem{Capacity: []int{-1}, Size: []int{1}, Cost: []float64{1}}, ErrBadSize},
+		{"unreachable usage", Problem{Capacity: []int{1}, Size: []int{2}, Cost: []float64{1}, MinUsage: 1}, ErrInfeasible},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Solve(context.Background(), &tc.p, Options{})
+			if !errorsIs(err, tc.want) {
+				t.Fatalf("Solve: got %v, want %v", err, tc.want)
+			}
+		})
+	}
+}

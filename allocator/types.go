@@ -1,0 +1,171 @@
+package allocator
+
+import (
+	"github.com/nomad-fft/nomad-fft/allocator/solver"
+	"github.com/nomad-fft/nomad-fft/fairness"
+)
+
+// Model is one GPU model and the GPUs of it available this round (Y_i).
+type Model struct {
+	Name string `json:"name"`
+	GPUs int    `json:"gpus"`
+	// MemoryGB is the memory of one GPU of this model; 0 means unknown,
+	// and then no job is excluded from the model for memory.
+	MemoryGB float64 `json:"memory_gb,omitempty"`
+}
+
+// Job is one active training job as the round engine sees it.
+type Job struct {
+	ID string `json:"id"`
+	// Arrival is a_j, the round in which the job arrived.
+	Arrival int `json:"arrival"`
+	// GPUs is d_j, the gang size: all of one model, all at once.
+	GPUs int `json:"gpus"`
+	// Work is W_j, total work units (epochs or steps); Done is progress.
+	Work float64 `json:"work"`
+	Done float64 `json:"done,omitempty"`
+	// Throughput is theta_j^i: work units per round with GPUs GPUs of the
+	// named model. A model that is absent or 0 here cannot run the job.
+	Throughput map[string]float64 `json:"throughput"`
+	// MemoryGB is the memory the job needs on each GPU (0 = no need
+	// declared); a model with less is excluded.
+	MemoryGB float64 `json:"memory_gb,omitempty"`
+	// StateGB is the checkpoint size moved when the job changes model.
+	StateGB float64 `json:"state_gb,omitempty"`
+	// LastModel is the model the job last ran on, "" if it never ran.
+	LastModel string `json:"last_model,omitempty"`
+}
+
+// Remaining is the work still to do, never negative.
+func (j *Job) Remaining() float64 {
+	if j.Done >= j.Work {
+		return 0
+	}
+	return j.Work - j.Done
+}
+
+// VolumeTerm selects what the volume part of the JCT surrogate counts.
+type VolumeTerm string
+
+const (
+	// VolumeTotal is the paper's d_j * W_j / theta_j^i.
+	VolumeTotal VolumeTerm = "total"
+	// VolumeRemaining is our option d_j * (W_j - done_j) / theta_j^i.
+	VolumeRemaining VolumeTerm = "remaining"
+)
+
+// Weights scale the cost terms: c = JCT*phi_wait + Volume*phi_volume +
+// Switch*s - Fairness*rho*theta. All 1 is the paper's objective.
+type Weights struct {
+	JCT      float64 `json:"jct"`
+	Volume   float64 `json:"volume"`
+	Switch   float64 `json:"switch"`
+	Fairness float64 `json:"fairness"`
+}
+
+// Config holds the engine's tunables. The zero value is not useful; start
+// from DefaultConfig (JSON decoding onto it keeps unset fields' defaults).
+type Config struct {
+	Weights Weights    `json:"weights"`
+	Volume  VolumeTerm `json:"volume_term"`
+	// RoundSeconds is R, the round length.
+	RoundSeconds float64 `json:"round_seconds"`
+	// TransferGbps and RestartSeconds price a change of model: the
+	// checkpoint moves at TransferGbps and the job spends RestartSeconds
+	// starting again (our choice; the paper leaves s_j^i's value open).
+	TransferGbps   float64 `json:"transfer_gbps"`
+	RestartSeconds float64 `json:"restart_seconds"`
+	// NodeLimit bounds branch and bound; 0 means the solver's default.
+	NodeLimit int `json:"node_limit,omitempty"`
+}
+
+// DefaultConfig is the paper's objective with our defaults for what the
+// paper leaves open.
+func DefaultConfig() Config {
+	return Config{
+		Weights:        Weights{JCT: 1, Volume: 1, Switch: 1, Fairness: 1},
+		Volume:         VolumeTotal,
+		RoundSeconds:   300,
+		TransferGbps:   10,
+		RestartSeconds: 30,
+	}
+}
+
+// Instance is one round's full input. It is also the documented JSON format
+// `fftctl round` reads.
+type Instance struct {
+	Round    int            `json:"round"`
+	Models   []Model        `json:"models"`
+	Jobs     []Job          `json:"jobs"`
+	Fairness fairness.State `json:"fairness"`
+	Config   Config         `json:"config"`
+}
+
+// Reason says why a job was left waiting.
+type Reason string
+
+// Reasons a job is not scheduled. Exported so explanations can be matched.
+const (
+	// ReasonNoModel: no model has enough GPUs, memory and a throughput
+	// for the job; it cannot run in this cluster as it is now.
+	ReasonNoModel Reason = "no model fits: needs more GPUs or memory than any model offers, or has no throughput"
+	// ReasonNotSelected: the job could run but the optimum leaves it out.
+	ReasonNotSelected Reason = "not selected: other jobs have lower cost for the GPUs this round"
+	// ReasonDone: the job has no work left.
+	ReasonDone Reason = "no work left"
+)
+
+// Terms are the parts of c_j^i for one job on one model.
+type Terms struct {
+	Model      string  `json:"model"`
+	Throughput float64 `json:"throughput"`
+	// Wait is (t - a_j) * theta / W_j, Volume is d_j * W_j / theta (or
+	// remaining work), Switch is s_j^i, Credit is rho_j * theta; all
+	// weighted. Cost = Wait + Volume + Switch - Credit.
+	Wait   float64 `json:"wait"`
+	Volume float64 `json:"volume"`
+	Switch float64 `json:"switch"`
+	Credit float64 `json:"credit"`
+	Cost   float64 `json:"cost"`
+}
+
+// JobDecision is the engine's answer for one job.
+type JobDecision struct {
+	ID string `json:"id"`
+	// Model is the chosen model, "" when the job waits this round.
+	Model  string  `json:"model"`
+	Reason Reason  `json:"reason,omitempty"`
+	Rho    float64 `json:"rho"`
+	// Chosen is the cost terms on Model (zero when waiting).
+	Chosen Terms `json:"chosen"`
+	// Options lists the terms on every model the job may use, in the
+	// instance's model order.
+	Options []Terms `json:"options"`
+}
+
+// Decision is the engine's answer for one round.
+type Decision struct {
+	Round int `json:"round"`
+	// Jobs are in the instance's order.
+	Jobs []JobDecision `json:"jobs"`
+	// Usage is GPUs assigned per model name, MaxUsage the K(t) of (7).
+	Usage    map[string]int `json:"usage"`
+	MaxUsage int            `json:"max_usage"`
+	// Objective, Bound and Gap are the solver's (Gap relative).
+	Objective float64       `json:"objective"`
+	Bound     float64       `json:"bound"`
+	Gap       float64       `json:"gap"`
+	Status    solver.Status `json:"status"`
+	Stats     solver.Stats  `json:"stats"`
+}
+
+// Assignment maps job id to model name for the jobs that run.
+func (d *Decision) Assignment() map[string]string {
+	out := make(map[string]string, len(d.Jobs))
+	for _, j := range d.Jobs {
+		if j.Model != "" {
+			out[j.ID] = j.Model
+		}
+	}
+	return out
+}

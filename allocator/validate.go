@@ -1,0 +1,138 @@
+package allocator
+
+import (
+	"fmt"
+	"math"
+)
+
+// FieldError is bad input: it names the job (or model), the field, the
+// value and what was expected, so a user can fix the jobspec or file.
+type FieldError struct {
+	// Kind is "job" or "model"; ID is the job id or model name (for an
+	// entry without one, its position such as "#3").
+	Kind  string
+	ID    string
+	Field string
+	Value any
+	Want  string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%s %q: field %q = %v: %s", e.Kind, e.ID, e.Field, e.Value, e.Want)
+}
+
+func finiteNonNeg(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 }
+
+// Validate checks an instance and returns the first problem found, as a
+// *FieldError. It never panics on any input.
+func (in *Instance) Validate() error {
+	c := in.Config
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"config.weights.jct", c.Weights.JCT},
+		{"config.weights.volume", c.Weights.Volume},
+		{"config.weights.switch", c.Weights.Switch},
+		{"config.weights.fairness", c.Weights.Fairness},
+		{"config.transfer_gbps", c.TransferGbps},
+		{"config.restart_seconds", c.RestartSeconds},
+	} {
+		if !finiteNonNeg(f.v) {
+			return &FieldError{"config", "config", f.name, f.v, "must be a finite number >= 0"}
+		}
+	}
+	if !(c.RoundSeconds > 0) || math.IsInf(c.RoundSeconds, 0) {
+		return &FieldError{"config", "config", "config.round_seconds", c.RoundSeconds, "must be a finite number > 0"}
+	}
+	if c.TransferGbps == 0 {
+		return &FieldError{"config", "config", "config.transfer_gbps", c.TransferGbps, "must be > 0"}
+	}
+	if c.Volume != VolumeTotal && c.Volume != VolumeRemaining {
+		return &FieldError{"config", "config", "config.volume_term", c.Volume, `must be "total" (the paper) or "remaining"`}
+	}
+	if c.NodeLimit < 0 {
+		return &FieldError{"config", "config", "config.node_limit", c.NodeLimit, "must be >= 0 (0 = default)"}
+	}
+	if len(in.Models) == 0 {
+		return &FieldError{"instance", "", "models", "[]", "list at least one GPU model"}
+	}
+	models := make(map[string]*Model, len(in.Models))
+	for k := range in.Models {
+		m := &in.Models[k]
+		id := m.Name
+		if id == "" {
+			id = fmt.Sprintf("#%d", k)
+			return &FieldError{"model", id, "name", `""`, "give every model a non-empty name"}
+		}
+		if models[m.Name] != nil {
+			return &FieldError{"model", id, "name", m.Name, "model names must be unique"}
+		}
+		models[m.Name] = m
+		if m.GPUs < 0 {
+			return &FieldError{"model", id, "gpus", m.GPUs, "must be >= 0"}
+		}
+		if !finiteNonNeg(m.MemoryGB) {
+			return &FieldError{"model", id, "memory_gb", m.MemoryGB, "must be a finite number >= 0"}
+		}
+	}
+	ids := make(map[string]bool, len(in.Jobs))
+	for k := range in.Jobs {
+		j := &in.Jobs[k]
+		if j.ID == "" {
+			return &FieldError{"job", fmt.Sprintf("#%d", k), "id", `""`, "give every job a non-empty id"}
+		}
+		if ids[j.ID] {
+			return &FieldError{"job", j.ID, "id", j.ID, "job ids must be unique"}
+		}
+		ids[j.ID] = true
+		if err := j.validate(in.Round, models); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (j *Job) validate(round int, models map[string]*Model) error {
+	bad := func(field string, v any, want string) error { return &FieldError{"job", j.ID, field, v, want} }
+	switch {
+	case j.GPUs <= 0:
+		return bad("gpus", j.GPUs, "must be >= 1 (the job's gang size)")
+	case !(j.Work > 0) || math.IsInf(j.Work, 0):
+		return bad("work", j.Work, "must be a finite number > 0")
+	case !finiteNonNeg(j.Done):
+		return bad("done", j.Done, "must be a finite number >= 0")
+	case !finiteNonNeg(j.MemoryGB):
+		return bad("memory_gb", j.MemoryGB, "must be a finite number >= 0")
+	case !finiteNonNeg(j.StateGB):
+		return bad("state_gb", j.StateGB, "must be a finite number >= 0")
+	case j.Arrival < 0 || j.Arrival > round:
+		return bad("arrival", j.Arrival, fmt.Sprintf("must be a round in [0, %d] (the current round)", round))
+	case j.LastModel != "" && models[j.LastModel] == nil:
+		return bad("last_model", j.LastModel, "must name a model of the instance or be empty")
+	}
+	fits := false
+	for name, theta := range j.Throughput {
+		m := models[name]
+		if m == nil {
+			return bad(fmt.Sprintf("throughput[%q]", name), theta, "unknown model: name one of the instance's models")
+		}
+		if !finiteNonNeg(theta) {
+			return bad(fmt.Sprintf("throughput[%q]", name), theta, "must be a finite number >= 0 (0 = cannot run there)")
+		}
+		fits = fits || j.allowedOn(m)
+	}
+	if !fits {
+		return bad("throughput", j.Throughput, fmt.Sprintf("fits no model: needs %d GPUs with %g GB each and a throughput > 0 on a model that has them", j.GPUs, j.MemoryGB))
+	}
+	return nil
+}
+
+// allowedOn is the exclusion rule: a positive throughput, enough GPUs and
+// enough memory per GPU (memory 0 on either side means not declared).
+func (j *Job) allowedOn(m *Model) bool {
+	if j.Throughput[m.Name] <= 0 || m.GPUs < j.GPUs {
+		return false
+	}
+	return j.MemoryGB == 0 || m.MemoryGB == 0 || j.MemoryGB <= m.MemoryGB
+}

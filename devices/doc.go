@@ -1,0 +1,3 @@
+// Package devices discovers NVIDIA GPUs through NVML and reports their facts, health and
+// statistics, independent of Nomad.
+package devices

@@ -1,0 +1,157 @@
+package fairness
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Job is what the ledger needs to know about one active job to compute its
+// equal-share reference: arrival round, work, gang size and throughput per
+// GPU model (work units per round with all its GPUs).
+type Job struct {
+	ID         string
+	Arrival    int
+	Work       float64
+	GPUs       int
+	Throughput map[string]float64
+}
+
+// JobState is the ledger's record of one job. It is what the allocator
+// persists between rounds and what the audit log shows.
+type JobState struct {
+	Arrival int     `json:"arrival"`
+	Work    float64 `json:"work"`
+	// Tau is the round at which the job would finish with a dedicated
+	// 1/|A(t)| share of every GPU model (fft.md, "our choice").
+	Tau float64 `json:"tau"`
+	// Rho is the fairness compensation of Eq. 5; it starts at 0.
+	Rho float64 `json:"rho"`
+}
+
+// State is the serialisable fairness ledger: one record per active job.
+type State struct {
+	// Round is the round whose start the state describes.
+	Round int                 `json:"round"`
+	Jobs  map[string]JobState `json:"jobs"`
+}
+
+// Rho returns the compensation of job id, 0 for a job the ledger does not hold.
+func (s State) Rho(id string) float64 { return s.Jobs[id].Rho }
+
+// FairRate is job j's work per round with a dedicated 1/n share of every
+// model: it may use model i a fraction g_i = min(1, Y_i/(n*d_j)) of the time,
+// at most one model at a time, and fills the fastest models first. capacity
+// maps model name to GPUs. A job that fits no model has rate 0.
+func FairRate(j Job, capacity map[string]int, n int) float64 {
+	if n < 1 {
+		n = 1
+	}
+	type opt struct{ theta, g float64 }
+	var opts []opt
+	for m, theta := range j.Throughput {
+		y := capacity[m]
+		if theta <= 0 || y < j.GPUs || j.GPUs <= 0 {
+			continue
+		}
+		opts = append(opts, opt{theta, math.Min(1, float64(y)/float64(n*j.GPUs))})
+	}
+	// Fractional knapsack with unit budget: fastest first. Ties are
+	// irrelevant to the value, so no stable order is needed.
+	sort.Slice(opts, func(a, b int) bool { return opts[a].theta > opts[b].theta })
+	left, rate := 1.0, 0.0
+	for _, o := range opts {
+		f := math.Min(left, o.g)
+		rate += f * o.theta
+		left -= f
+		if left <= 0 {
+			break
+		}
+	}
+	return rate
+}
+
+// Tau returns the equal-share reference finish round a_j + W_j / r_j, or an
+// error when the job fits no model (r_j = 0).
+func Tau(j Job, capacity map[string]int, n int) (float64, error) {
+	r := FairRate(j, capacity, n)
+	if r <= 0 {
+		return 0, fmt.Errorf("job %q fits no GPU model with capacity: its fair rate is 0", j.ID)
+	}
+	return float64(j.Arrival) + j.Work/r, nil
+}
+
+// Reconcile brings the ledger in line with the active set: it adds jobs
+// that arrived (rho = 0), drops jobs that left, and, when the set changed,
+// recomputes tau for every job with n = |A(t)| (fft.md: tau is recomputed
+// whenever a job arrives or finishes). It returns the ids whose fair rate
+// is 0; those jobs are not added.
+func (s *State) Reconcile(active []Job, capacity map[string]int) (rejected []string) {
+	if s.Jobs == nil {
+		s.Jobs = make(map[string]JobState, len(active))
+	}
+	changed := false
+	seen := make(map[string]bool, len(active))
+	for _, j := range active {
+		seen[j.ID] = true
+		if _, ok := s.Jobs[j.ID]; !ok {
+			changed = true
+		}
+	}
+	for id := range s.Jobs {
+		if !seen[id] {
+			delete(s.Jobs, id)
+			changed = true
+		}
+	}
+	n := len(active)
+	for _, j := range active {
+		st, ok := s.Jobs[j.ID]
+		if ok && !changed {
+			continue
+		}
+		tau, err := Tau(j, capacity, n)
+		if err != nil {
+			rejected = append(rejected, j.ID)
+			delete(s.Jobs, j.ID)
+			continue
+		}
+		if !ok {
+			st = JobState{Arrival: j.Arrival}
+		}
+		st.Work = j.Work
+		st.Tau = tau
+		s.Jobs[j.ID] = st
+	}
+	sort.Strings(rejected)
+	return rejected
+}
+
+// Mu is the weight mu_j(t) = (t - a_j) / (tau_j - a_j).
+func (st JobState) Mu(t int) float64 {
+	return float64(t-st.Arrival) / st.span()
+}
+
+// FairShare is f_j = W_j / (tau_j - a_j), the work per round the job would
+// get from its equal-share reference.
+func (st JobState) FairShare() float64 { return st.Work / st.span() }
+
+// span is tau - a, floored so a job whose reference finishes within its
+// arrival round does not divide by zero.
+func (st JobState) span() float64 { return math.Max(st.Tau-float64(st.Arrival), minSpan) }
+
+// minSpan is the smallest tau - a the ledger uses, in rounds. A reference
+// shorter than a thousandth of a round only arises from degenerate input.
+const minSpan = 1e-3
+
+// Advance applies Eq. 5 for round t: rho(t+1) = max(0, rho(t) + mu(t) *
+// (f - achieved)), where achieved maps job id to the work the job got in
+// round t (sum_i theta_j^i x_j^i; absent means 0). Jobs the ledger does not
+// hold are ignored. The state's round becomes t+1.
+func (s *State) Advance(t int, achieved map[string]float64) {
+	for id, st := range s.Jobs {
+		st.Rho = math.Max(0, st.Rho+st.Mu(t)*(st.FairShare()-achieved[id]))
+		s.Jobs[id] = st
+	}
+	s.Round = t + 1
+}
