@@ -10,17 +10,20 @@ import (
 
 // Terms computes c_j^i and its parts for job j on model m in round t.
 func (c *Config) Terms(j *Job, m *Model, t int, rho float64) Terms {
-	theta := j.Throughput[m.Name]
+	return c.terms(j, m.Name, j.Throughput[m.Name], t, rho)
+}
+
+func (c *Config) terms(j *Job, model string, theta float64, t int, rho float64) Terms {
 	work := j.Work
 	if c.Volume == VolumeRemaining {
 		work = j.Remaining()
 	}
 	tr := Terms{
-		Model:      m.Name,
+		Model:      model,
 		Throughput: theta,
 		Wait:       c.Weights.JCT * float64(t-j.Arrival) * theta / j.Work,
 		Volume:     c.Weights.Volume * float64(j.GPUs) * work / theta,
-		Switch:     c.Weights.Switch * c.SwitchPenalty(j, m.Name),
+		Switch:     c.Weights.Switch * c.SwitchPenalty(j, model),
 		Credit:     c.Weights.Fairness * rho * theta,
 	}
 	tr.Cost = tr.Wait + tr.Volume + tr.Switch - tr.Credit
@@ -54,22 +57,40 @@ func (in *Instance) Problem() (*solver.Problem, [][]Terms, error) {
 	for i := range in.Models {
 		p.Capacity[i] = in.Models[i].GPUs
 	}
+	index := make(map[string]int, m)
+	for i := range in.Models {
+		index[in.Models[i].Name] = i
+	}
+	// One slab for every job's options and one theta row reused per job:
+	// this loop runs over N*M pairs, so it avoids map lookups per pair.
+	pairs := 0
+	for k := range in.Jobs {
+		pairs += len(in.Jobs[k].Throughput)
+	}
+	slab := make([]Terms, 0, pairs) // at most one entry per throughput
+	theta := make([]float64, m)
 	options := make([][]Terms, n)
 	for k := range in.Jobs {
 		j := &in.Jobs[k]
 		rho := in.Fairness.Rho(j.ID)
 		p.Size[k] = j.GPUs
+		clear(theta)
+		for name, v := range j.Throughput {
+			theta[index[name]] = v
+		}
 		row := p.Cost[k*m : (k+1)*m]
+		first := len(slab)
 		for i := range in.Models {
 			mod := &in.Models[i]
 			row[i] = math.Inf(1)
-			if j.Remaining() <= 0 || !j.allowedOn(mod) {
+			if j.Remaining() <= 0 || !j.fits(mod, theta[i]) {
 				continue
 			}
-			tr := in.Config.Terms(j, mod, in.Round, rho)
+			tr := in.Config.terms(j, mod.Name, theta[i], in.Round, rho)
 			row[i] = tr.Cost
-			options[k] = append(options[k], tr)
+			slab = append(slab, tr)
 		}
+		options[k] = slab[first:len(slab):len(slab)]
 	}
 	return p, options, nil
 }

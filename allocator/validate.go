@@ -130,8 +130,10 @@ func (j *Job) validate(round int, models map[string]*Model) error {
 
 // allowedOn is the exclusion rule: a positive throughput, enough GPUs and
 // enough memory per GPU (memory 0 on either side means not declared).
-func (j *Job) allowedOn(m *Model) bool {
-	if j.Throughput[m.Name] <= 0 || m.GPUs < j.GPUs {
+func (j *Job) allowedOn(m *Model) bool { return j.fits(m, j.Throughput[m.Name]) }
+
+func (j *Job) fits(m *Model, theta float64) bool {
+	if theta <= 0 || m.GPUs < j.GPUs {
 		return false
 	}
 	return j.MemoryGB == 0 || m.MemoryGB == 0 || j.MemoryGB <= m.MemoryGB

@@ -44,6 +44,10 @@ func (s State) Rho(id string) float64 { return s.Jobs[id].Rho }
 // at most one model at a time, and fills the fastest models first. capacity
 // maps model name to GPUs. A job that fits no model has rate 0.
 func FairRate(j Job, capacity map[string]int, n int) float64 {
+	return fairRate(j, capacity, float64(n))
+}
+
+func fairRate(j Job, capacity map[string]int, n float64) float64 {
 	if n < 1 {
 		n = 1
 	}
@@ -54,7 +58,7 @@ func FairRate(j Job, capacity map[string]int, n int) float64 {
 		if theta <= 0 || y < j.GPUs || j.GPUs <= 0 {
 			continue
 		}
-		opts = append(opts, opt{theta, math.Min(1, float64(y)/float64(n*j.GPUs))})
+		opts = append(opts, opt{theta, math.Min(1, float64(y)/(n*float64(j.GPUs)))})
 	}
 	// Fractional knapsack with unit budget: fastest first. Ties are
 	// irrelevant to the value, so no stable order is needed.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/solver"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
@@ -28,6 +29,13 @@ type FFT struct {
 	// failure, the one that failed).
 	Last         *allocator.Decision
 	LastInstance *allocator.Instance
+	// notOptimal counts rounds the solver stopped at its node limit;
+	// maxGap is the largest gap it proved then.
+	notOptimal int
+	maxGap     float64
+	// perRoundCache holds each active job's throughput per round; rates
+	// and round length do not change during a job's life.
+	perRoundCache map[string]map[string]float64
 }
 
 var (
@@ -35,6 +43,7 @@ var (
 	_ Observer = (*FFT)(nil)
 	_ Rounder  = (*FFT)(nil)
 	_ Rejecter = (*FFT)(nil)
+	_ Reporter = (*FFT)(nil)
 )
 
 // NewFFT is the paper's FFT: allocator.DefaultConfig unchanged.
@@ -87,12 +96,19 @@ func (p *FFT) Instance(s *Snapshot) *allocator.Instance {
 }
 
 func (p *FFT) perRound(s *Snapshot, j *Job) map[string]float64 {
+	if th, ok := p.perRoundCache[j.ID]; ok {
+		return th
+	}
+	if p.perRoundCache == nil {
+		p.perRoundCache = map[string]map[string]float64{}
+	}
 	th := make(map[string]float64, len(s.Models))
 	for i := range s.Models {
 		if m := &s.Models[i]; j.Fits(m) {
 			th[m.Name] = j.Rate[m.Name] * s.RoundSeconds
 		}
 	}
+	p.perRoundCache[j.ID] = th
 	return th
 }
 
@@ -105,6 +121,17 @@ func (p *FFT) Schedule(ctx context.Context, s *Snapshot) (Assignment, error) {
 	for _, id := range p.state.Reconcile(active, s.Capacity()) {
 		p.rejected[id] = "fair rate 0: fits no GPU model of the cluster"
 	}
+	if len(p.perRoundCache) > 2*len(s.Jobs)+64 {
+		live := make(map[string]bool, len(s.Jobs))
+		for k := range s.Jobs {
+			live[s.Jobs[k].ID] = true
+		}
+		for id := range p.perRoundCache {
+			if !live[id] {
+				delete(p.perRoundCache, id)
+			}
+		}
+	}
 	in := p.Instance(s)
 	if len(in.Jobs) == 0 {
 		return Assignment{}, nil
@@ -115,7 +142,16 @@ func (p *FFT) Schedule(ctx context.Context, s *Snapshot) (Assignment, error) {
 		return nil, fmt.Errorf("fft round %d: %w", s.Round, err)
 	}
 	p.Last = d
+	if d.Status != solver.Optimal {
+		p.notOptimal++
+		p.maxGap = max(p.maxGap, d.Gap)
+	}
 	return Assignment(d.Assignment()), nil
+}
+
+// PolicyStats reports rounds not solved to optimality and their worst gap.
+func (p *FFT) PolicyStats() map[string]float64 {
+	return map[string]float64{"rounds_not_optimal": float64(p.notOptimal), "max_gap": p.maxGap}
 }
 
 // Observe advances the ledger with the work each job got (work units).

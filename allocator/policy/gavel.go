@@ -35,7 +35,14 @@ func newGavel(name string, f fractional) *gavel {
 	return &gavel{name: name, alloc: f, deficit: map[string][]float64{}}
 }
 
-func (g *gavel) Name() string          { return g.name }
+func (g *gavel) Name() string { return g.name }
+
+// PolicyStats reports how often the LP failed and the isolated allocation
+// was used instead.
+func (g *gavel) PolicyStats() map[string]float64 {
+	return map[string]float64{"lp_fallbacks": float64(g.Fallbacks)}
+}
+
 func (g *gavel) RoundSeconds() float64 { return GavelRoundSeconds }
 
 func activeKey(s *Snapshot) string {

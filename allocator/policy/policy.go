@@ -106,6 +106,12 @@ type Rejecter interface {
 	Rejected() map[string]string
 }
 
+// Reporter is an optional interface: counters a policy wants in the run's
+// summary (LP fallbacks, rounds the solver stopped at its node limit).
+type Reporter interface {
+	PolicyStats() map[string]float64
+}
+
 // Check verifies an assignment against a snapshot: known jobs and models,
 // jobs that fit, and capacity. It returns the first violation.
 func Check(s *Snapshot, a Assignment) error {

@@ -30,16 +30,28 @@ const (
 // where g_ji is the job's rate on model i over its slowest feasible rate.
 // It is solved exactly by the round engine's solver (same constraints as
 // FFT's round without (7)).
-type Sia struct{}
+type Sia struct {
+	// Fallbacks counts rounds the exact solver failed and the greedy
+	// fallback decided.
+	Fallbacks int
+}
 
-var _ Policy = Sia{}
+var (
+	_ Policy   = (*Sia)(nil)
+	_ Reporter = (*Sia)(nil)
+)
 
 // NewSia is the Sia-like policy's factory.
-func NewSia(Options) Policy { return Sia{} }
+func NewSia(Options) Policy { return &Sia{} }
 
-func (Sia) Name() string { return SiaName }
+func (*Sia) Name() string { return SiaName }
 
-func (Sia) Schedule(ctx context.Context, s *Snapshot) (Assignment, error) {
+// PolicyStats reports the solver fallbacks.
+func (p *Sia) PolicyStats() map[string]float64 {
+	return map[string]float64{"solver_fallbacks": float64(p.Fallbacks)}
+}
+
+func (sia *Sia) Schedule(ctx context.Context, s *Snapshot) (Assignment, error) {
 	n, m := len(s.Jobs), len(s.Models)
 	p := &solver.Problem{Capacity: make([]int, m), Size: make([]int, n), Cost: make([]float64, n*m)}
 	for i := range s.Models {
@@ -69,6 +81,7 @@ func (Sia) Schedule(ctx context.Context, s *Snapshot) (Assignment, error) {
 	a := make(Assignment, n)
 	res, err := solveSafe(ctx, p)
 	if err != nil {
+		sia.Fallbacks++
 		return siaGreedy(s, p), nil
 	}
 	for k, c := range res.Choice {

@@ -398,6 +398,11 @@ func runCommand(ctx context.Context, o *commandOptions, stdout, stderr io.Writer
 					}
 				}
 				ro.res, ro.sum = Analyse(ro.log, ref)
+				for _, name := range sortedKeys(ro.sum.PolicyStats) {
+					if v := ro.sum.PolicyStats[name]; v > 0 && name != "max_gap" {
+						fmt.Fprintf(stderr, "note: %s rate %g seed %d: %s = %g\n", p, r, s, name, v)
+					}
+				}
 				row.Runs = append(row.Runs, ro.sum)
 				if err := writeRun(o, k, ro); err != nil {
 					return err
@@ -498,4 +503,13 @@ func drawPlots(o *commandOptions, rate float64, seed uint64, results map[runKey]
 		return err
 	}
 	return SavePlot(filepath.Join(o.out, "utilisation-"+tag), "GPU utilisation ("+tag+")", "time (hours)", "busy / available GPU time", false, util)
+}
+
+func sortedKeys(m map[string]float64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

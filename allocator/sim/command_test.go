@@ -43,7 +43,7 @@ func TestRunCommand(t *testing.T) {
 		t.Fatalf("replay: exit %d; stderr:\n%s", code, errb.String())
 	}
 	var orig, replay struct {
-		Measured int `json:"measured"`
+		Measured int  `json:"measured"`
 		JCT      Stat `json:"jct_s"`
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "summary-fifo-r1-s0.json"))

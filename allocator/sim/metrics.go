@@ -4,6 +4,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
 // UnfairThreshold is the finish-time-fairness ratio above which a job
@@ -79,6 +81,8 @@ type Summary struct {
 	Rounds  int           `json:"rounds"`
 	Wall    time.Duration `json:"wall_ns"`
 	Stopped string        `json:"stopped,omitempty"`
+	// PolicyStats are the policy's own counters, copied from the log.
+	PolicyStats map[string]float64 `json:"policy_stats,omitempty"`
 }
 
 // Analyse computes per-job results and the summary from a log. ref, if not
@@ -160,6 +164,7 @@ func Analyse(lg *Log, ref *Log) ([]JobResult, Summary) {
 	}
 	var s Summary
 	s.Policy, s.Rounds, s.Wall, s.Stopped = lg.Policy, len(lg.Rounds), lg.Wall, lg.Stopped
+	s.PolicyStats = lg.PolicyStats
 	var jct, starve, ftf, ftfArr, ftfGav []float64
 	first, lastFinish := math.Inf(1), 0.0
 	for k := range res {
@@ -241,33 +246,15 @@ func analyseJCT(lg *Log) ([]float64, int) {
 }
 
 // IsolatedTime is the job's run time alone with a 1/n share of every
-// model: it may use model i a fraction g_i = min(1, Y_i/(n d)) of the time,
-// one model at a time, fastest first (the rule of fft.md, with a
-// fractional n). +Inf if it fits nothing.
+// model (fft.md's rule, fractional n allowed), in seconds; +Inf if it fits
+// nothing. It is fairness.IsolatedRounds with per-second rates, so the
+// simulator and the live service share one definition.
 func IsolatedTime(j *JobSpec, cluster []ClusterModel, n float64) float64 {
-	if n < 1 {
-		n = 1
-	}
-	type opt struct{ rate, g float64 }
-	var opts []opt
+	capacity := make(map[string]int, len(cluster))
 	for _, m := range cluster {
-		r := j.Rate[m.Name]
-		if r <= 0 || m.GPUs < j.GPUs {
-			continue
-		}
-		opts = append(opts, opt{r, math.Min(1, float64(m.GPUs)/(n*float64(j.GPUs)))})
+		capacity[m.Name] = m.GPUs
 	}
-	sort.Slice(opts, func(a, b int) bool { return opts[a].rate > opts[b].rate })
-	left, rate := 1.0, 0.0
-	for _, o := range opts {
-		f := math.Min(left, o.g)
-		rate += f * o.rate
-		left -= f
-	}
-	if rate <= 0 {
-		return math.Inf(1)
-	}
-	return j.Work / rate
+	return fairness.IsolatedRounds(fairness.Job{ID: j.ID, Work: j.Work, GPUs: j.GPUs, Throughput: j.Rate}, capacity, n)
 }
 
 // Stats returns mean, p50, p99 and max (linear interpolation between

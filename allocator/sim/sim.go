@@ -98,6 +98,8 @@ type Log struct {
 	// Stopped is why the run ended early ("" when it completed).
 	Stopped string        `json:"stopped,omitempty"`
 	Wall    time.Duration `json:"wall_ns"`
+	// PolicyStats are the policy's own counters (policy.Reporter).
+	PolicyStats map[string]float64 `json:"policy_stats,omitempty"`
 }
 
 type jobState struct {
@@ -107,6 +109,7 @@ type jobState struct {
 	running  string // model last round, "" if waiting
 	last     string
 	arrRound int
+	rejected bool // refused by the policy (policy.Rejecter)
 }
 
 // Run simulates pol over the jobs of src on cfg.Cluster. It is
@@ -249,8 +252,7 @@ func Run(ctx context.Context, pol policy.Policy, src Source, cfg Config) (*Log, 
 			for id, why := range rej.Rejected() {
 				if js := byID[id]; js != nil {
 					lg.Events = append(lg.Events, Event{Time: now, Round: round, Kind: EvReject, Job: js.idx, Reason: why})
-					js.pj.Done = js.pj.Work // removed below as if finished, without a finish event
-					js.running = "rejected"
+					js.rejected = true
 					delete(a, id)
 				}
 			}
@@ -258,7 +260,7 @@ func Run(ctx context.Context, pol policy.Policy, src Source, cfg Config) (*Log, 
 		rec := RoundRecord{Round: round, Start: now, Active: len(active), CapacityGPUSeconds: float64(totalGPUs) * R, Solve: solve}
 		clear(achieved)
 		for _, js := range active {
-			if js.running == "rejected" {
+			if js.rejected {
 				continue
 			}
 			m, runs := a[js.pj.ID]
@@ -306,7 +308,7 @@ func Run(ctx context.Context, pol policy.Policy, src Source, cfg Config) (*Log, 
 		}
 		kept := active[:0]
 		for _, js := range active {
-			if js.running == "rejected" {
+			if js.rejected {
 				delete(byID, js.pj.ID)
 				if windowed && inWindow(js.idx) {
 					measuredDone++
@@ -333,6 +335,9 @@ func Run(ctx context.Context, pol policy.Policy, src Source, cfg Config) (*Log, 
 		lg.Stopped = fmt.Sprintf("round limit %d reached", maxRounds)
 	}
 	lg.Wall = time.Since(start)
+	if r, ok := pol.(policy.Reporter); ok {
+		lg.PolicyStats = r.PolicyStats()
+	}
 	return lg, nil
 }
 

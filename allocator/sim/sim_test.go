@@ -244,3 +244,32 @@ func TestGenerator(t *testing.T) {
 		t.Errorf("long-job fraction %v, want about 0.2", frac)
 	}
 }
+
+// refuser rejects job "a" at its first round and runs the rest FIFO.
+type refuser struct {
+	scripted
+	told bool
+}
+
+func (r *refuser) Rejected() map[string]string {
+	if r.told {
+		return nil
+	}
+	r.told = true
+	return map[string]string{"a": "test refusal"}
+}
+
+func TestRunPolicyRejects(t *testing.T) {
+	jobs := []JobSpec{job("a", 0, 10, 1, "fast", 1.0), job("b", 0, 10, 1, "fast", 1.0)}
+	p := &refuser{scripted: scripted{func(s *policy.Snapshot) (policy.Assignment, error) {
+		return policy.Assignment{s.Jobs[len(s.Jobs)-1].ID: "fast"}, nil
+	}}}
+	lg, err := Run(context.Background(), p, &SliceSource{Jobs: jobs}, Config{Cluster: twoModels, RoundSeconds: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, s := Analyse(lg, nil)
+	if !res[0].Rejected || res[0].Finished || !res[1].Finished || s.Rejected != 1 || s.Unfinished != 0 {
+		t.Errorf("results %+v / %+v, summary rejected %d unfinished %d", res[0], res[1], s.Rejected, s.Unfinished)
+	}
+}

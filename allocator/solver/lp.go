@@ -1,10 +1,6 @@
 package solver
 
-import (
-	"cmp"
-	"math"
-	"slices"
-)
+import "math"
 
 // The LP relaxation of a round, with x_ji in [0, 1], is a transportation
 // problem once it is written in GPUs: y_ji = Size[j] * x_ji units flow from
@@ -50,7 +46,20 @@ func (h *entryHeap) pop() {
 	n := len(s) - 1
 	s[0] = s[n]
 	s = s[:n]
-	for k := 0; ; {
+	s.down(0)
+	*h = s
+}
+
+// heapify orders an arbitrary slice as a heap in linear time.
+func (h entryHeap) heapify() {
+	for k := len(h)/2 - 1; k >= 0; k-- {
+		h.down(k)
+	}
+}
+
+func (s entryHeap) down(k int) {
+	n := len(s)
+	for {
 		l, r, m := 2*k+1, 2*k+2, k
 		if l < n && s.less(l, m) {
 			m = l
@@ -64,7 +73,6 @@ func (h *entryHeap) pop() {
 		s[k], s[m] = s[m], s[k]
 		k = m
 	}
-	*h = s
 }
 
 // lpSolution is the optimum of the relaxation with its duals.
@@ -83,24 +91,6 @@ type lpSolution struct {
 	nu    float64
 	bound float64
 	augs  int
-	// order is, per model, the admissible items by unit cost.
-	order [][]int32
-}
-
-// remap carries sorted per-model item lists to a node whose item j was
-// item keep[j] here... expressed as newIndex[old] (-1: dropped).
-func remap(orders [][]int32, newIndex []int32) [][]int32 {
-	out := make([][]int32, len(orders))
-	for i, o := range orders {
-		r := make([]int32, 0, len(o))
-		for _, j := range o {
-			if nj := newIndex[j]; nj >= 0 {
-				r = append(r, nj)
-			}
-		}
-		out[i] = r
-	}
-	return out
 }
 
 type lpSolver struct {
@@ -108,26 +98,31 @@ type lpSolver struct {
 	m, n     int
 	unit     []float64
 	sol      *lpSolution
-	order    [][]int32
-	src      []int
+	// srcs[i] holds the items that still have GPUs to place, cheapest per
+	// GPU on model i first: a heap, since an LP takes only its top few.
+	srcs []entryHeap
 	heaps    []entryHeap
 	wS, wAB  []float64
 	dist     []float64
 	predNode []int
 	predJob  []int32
+	// dirty marks models whose a -> b hop weights must be refreshed.
+	dirty []bool
 }
 
 // solveLP solves the relaxation of p exactly (up to float rounding).
-// orders, when not nil, lists per model the items sorted by unit cost (a
-// superset of the admissible ones is fine); a child node passes its
-// parent's lists on, remapped, and so never sorts again.
-func solveLP(p *Problem, orders [][]int32) *lpSolution {
+//
+// warm, when not nil, is a starting flow (len N*M, within capacities) from
+// which the augmentations continue; a child node starts from its parent's
+// optimum. Such a start may not be min-cost for its value, so the answer is
+// accepted only when primal and dual agree; otherwise solveLP returns nil
+// and the caller solves from scratch.
+func solveLP(p *Problem, warm []int) *lpSolution {
 	m, n := p.M(), p.N()
 	s := &lpSolver{
 		p: p, m: m, n: n,
 		unit:  make([]float64, n*m),
-		order: make([][]int32, m),
-		src:   make([]int, m),
+		srcs:  make([]entryHeap, m),
 		heaps: make([]entryHeap, m*m),
 		wS:    make([]float64, m),
 		wAB:   make([]float64, m*m),
@@ -140,8 +135,11 @@ func solveLP(p *Problem, orders [][]int32) *lpSolution {
 		},
 		predNode: make([]int, m+2),
 		predJob:  make([]int32, m+2),
+		dirty:    make([]bool, m),
 	}
-	counts := make([]int, m)
+	for i := range s.dirty {
+		s.dirty[i] = true
+	}
 	for j := 0; j < n; j++ {
 		for i := 0; i < m; i++ {
 			c := p.Cost[j*m+i]
@@ -150,52 +148,39 @@ func solveLP(p *Problem, orders [][]int32) *lpSolution {
 				continue
 			}
 			s.unit[j*m+i] = c / float64(p.Size[j])
-			counts[i]++
+			s.srcs[i] = append(s.srcs[i], heapEntry{s.unit[j*m+i], int32(j)})
 		}
 	}
-	for i := 0; i < m; i++ {
-		o := make([]int32, 0, counts[i])
-		if orders != nil {
-			for _, j := range orders[i] {
-				if !math.IsInf(s.unit[int(j)*m+i], 1) {
-					o = append(o, j)
-				}
-			}
-		} else {
-			for j := 0; j < n; j++ {
-				if !math.IsInf(s.unit[j*m+i], 1) {
-					o = append(o, int32(j))
-				}
-			}
-			sortByKey(o, func(j int32) float64 { return s.unit[int(j)*m+i] })
-		}
-		s.order[i] = o
+	for i := range s.srcs {
+		s.srcs[i].heapify()
 	}
-	s.sol.order = s.order
+	if warm != nil {
+		s.start(warm)
+	}
 	s.run()
 	s.duals()
+	if warm != nil && math.Abs(s.sol.value-s.sol.bound) > warmTol*math.Max(1, math.Abs(s.sol.value)) {
+		return nil
+	}
 	return s.sol
 }
 
-// sortByKey sorts items by (key, index); a total order keeps the solver
-// deterministic.
-func sortByKey(o []int32, key func(int32) float64) {
-	type kv struct {
-		k float64
-		j int32
-	}
-	tmp := make([]kv, len(o))
-	for x, j := range o {
-		tmp[x] = kv{key(j), j}
-	}
-	slices.SortFunc(tmp, func(a, b kv) int {
-		if c := cmp.Compare(a.k, b.k); c != 0 {
-			return c
+// warmTol is the relative primal-dual disagreement above which a warm
+// start is taken as not optimal (cold solves agree to rounding, ~1e-14).
+const warmTol = 1e-10
+
+// start loads a starting flow and indexes its items for moves.
+func (s *lpSolver) start(warm []int) {
+	m, sol := s.m, s.sol
+	for k, f := range warm {
+		if f <= 0 || math.IsInf(s.unit[k], 1) {
+			continue
 		}
-		return cmp.Compare(a.j, b.j)
-	})
-	for x := range tmp {
-		o[x] = tmp[x].j
+		j, i := k/m, k%m
+		s.add(j, i, f)
+		sol.assigned[j] += f
+		sol.load[i] += f
+		sol.total += f
 	}
 }
 
@@ -203,16 +188,20 @@ func sortByKey(o []int32, key func(int32) float64) {
 func (s *lpSolver) edges() {
 	m, sol := s.m, s.sol
 	for i := 0; i < m; i++ {
-		o := s.order[i]
-		for s.src[i] < len(o) && sol.assigned[o[s.src[i]]] >= s.p.Size[o[s.src[i]]] {
-			s.src[i]++
+		h := &s.srcs[i]
+		for len(*h) > 0 && sol.assigned[(*h)[0].j] >= s.p.Size[(*h)[0].j] {
+			h.pop()
 		}
 		s.wS[i] = math.Inf(1)
-		if s.src[i] < len(o) {
-			s.wS[i] = s.unit[int(o[s.src[i]])*m+i]
+		if len(*h) > 0 {
+			s.wS[i] = (*h)[0].key
 		}
 	}
 	for a := 0; a < m; a++ {
+		if !s.dirty[a] {
+			continue // no item entered or left a since the last refresh
+		}
+		s.dirty[a] = false
 		for b := 0; b < m; b++ {
 			h := &s.heaps[a*m+b]
 			for len(*h) > 0 && sol.flow[int((*h)[0].j)*m+a] == 0 {
@@ -242,7 +231,7 @@ func (s *lpSolver) shortest() (int, float64) {
 		s.dist[i] = s.wS[i]
 		s.predNode[i], s.predJob[i] = m, -1
 		if !math.IsInf(s.wS[i], 1) {
-			s.predJob[i] = s.order[i][s.src[i]]
+			s.predJob[i] = s.srcs[i][0].j
 		}
 	}
 	for pass := 0; pass < m; pass++ {
@@ -315,6 +304,7 @@ func (s *lpSolver) run() {
 		for _, v := range path[:len(path)-1] {
 			j, a := int(s.predJob[v]), s.predNode[v]
 			sol.flow[j*m+a] -= delta
+			s.dirty[a] = true
 			s.add(j, v, delta)
 		}
 		sol.load[last] += delta
@@ -337,6 +327,7 @@ func (s *lpSolver) run() {
 func (s *lpSolver) add(j, b, delta int) {
 	m := s.m
 	k := j*m + b
+	s.dirty[b] = true
 	if s.sol.flow[k] == 0 {
 		for c := 0; c < m; c++ {
 			if c != b && !math.IsInf(s.unit[j*m+c], 1) {
@@ -408,7 +399,9 @@ func (s *lpSolver) duals() {
 			break
 		}
 	}
-	sol.nu = pi[T] - pi[S]
+	// With a negative cycle (a warm start that is not min-cost) the
+	// potentials do not converge; clamping keeps the bound valid.
+	sol.nu = math.Max(0, pi[T]-pi[S])
 	for i := 0; i < m; i++ {
 		sol.q[i] = math.Min(pi[i]-pi[S], sol.nu)
 	}

@@ -41,9 +41,17 @@ func MaxUsage(ctx context.Context, p *Problem, opt Options) (Packing, error) {
 			}
 		}
 	}
-	lp := solveLP(q, nil)
-	bound := min(lp.total, subsetSumBound(q))
 	best := bestFit(q)
+	// Most rounds stop here: the packing fills every GPU, or places every
+	// item that fits anywhere.
+	bound := 0
+	for _, y := range q.Capacity {
+		bound += y
+	}
+	bound = min(bound, q.usage(allFitting(q)))
+	if u := q.usage(best); u < bound {
+		bound = min(bound, solveLP(q, nil).total, subsetSumBound(q))
+	}
 	if u := q.usage(best); u < bound {
 		res, err := solve(ctx, q, Options{NodeLimit: opt.NodeLimit, Start: best}, -float64(bound))
 		if err != nil && res.Choice == nil {
@@ -58,6 +66,22 @@ func MaxUsage(ctx context.Context, p *Problem, opt Options) (Packing, error) {
 	}
 	u := q.usage(best)
 	return Packing{Usage: u, Choice: best, Proven: u == bound, Bound: bound}, nil
+}
+
+// allFitting chooses, for every item, some model it fits (ignoring
+// capacity sums): its usage bounds any packing.
+func allFitting(p *Problem) []int {
+	choice := make([]int, p.N())
+	for j := range choice {
+		choice[j] = -1
+		for i := 0; i < p.M(); i++ {
+			if p.Allowed(j, i) {
+				choice[j] = i
+				break
+			}
+		}
+	}
+	return choice
 }
 
 // bestFit packs items largest first, each onto the admissible model with
@@ -94,10 +118,18 @@ func subsetSumBound(p *Problem) int {
 	for i := 0; i < m; i++ {
 		y := p.Capacity[i]
 		count := map[int]int{}
+		sum := 0
 		for j := 0; j < n; j++ {
 			if p.Allowed(j, i) && p.Size[j] <= y {
 				count[p.Size[j]]++
+				sum += p.Size[j]
 			}
+		}
+		if sum <= y || y > maxBitsetCapacity {
+			// Everything fits, or the capacity is too large for the
+			// bitset to pay off: count the plain bound.
+			total += min(sum, y)
+			continue
 		}
 		set := newBitset(y + 1)
 		set.set(0)
@@ -114,6 +146,10 @@ func subsetSumBound(p *Problem) int {
 	}
 	return total
 }
+
+// maxBitsetCapacity bounds the subset-sum bitset (2 MiB); beyond it the
+// bound falls back to min(capacity, sum of sizes).
+const maxBitsetCapacity = 1 << 24
 
 type bitset struct {
 	w []uint64

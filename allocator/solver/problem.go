@@ -85,6 +85,17 @@ func (s Status) String() string {
 // MarshalText makes Status readable in JSON.
 func (s Status) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
+// UnmarshalText reads what MarshalText wrote.
+func (s *Status) UnmarshalText(b []byte) error {
+	for _, v := range []Status{Optimal, Feasible} {
+		if v.String() == string(b) {
+			*s = v
+			return nil
+		}
+	}
+	return fmt.Errorf("solver: unknown status %q", b)
+}
+
 // Stats describe the work one solve did.
 type Stats struct {
 	Runtime time.Duration `json:"runtime_ns"`
@@ -92,7 +103,8 @@ type Stats struct {
 	Augmentations int `json:"augmentations"`
 	// Nodes counts branch-and-bound nodes, the root included.
 	Nodes int `json:"nodes"`
-	// Core is the number of items left free after reduced-cost fixing.
+	// Core is the number of items left free after reduced-cost fixing at
+	// the first node that branched (0 when the root LP was integral).
 	Core int `json:"core"`
 }
 

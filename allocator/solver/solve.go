@@ -109,6 +109,8 @@ type search struct {
 	// nested marks the core heuristic's own search, which must not
 	// recurse into another core heuristic.
 	nested bool
+	// coldSolves counts warm starts that were not optimal.
+	coldSolves int
 	// coreTried: the core heuristic runs once, at the first large node;
 	// after it the incumbent is rarely improved by running it again.
 	coreTried bool
@@ -118,7 +120,7 @@ func newSearch(ctx context.Context, p *Problem, opt Options, target float64) *se
 	s := &search{
 		ctx: ctx, p: p, limit: opt.NodeLimit, target: target,
 		assign:  make([]int, p.N()),
-		bestVal: math.Inf(1), minOpen: math.Inf(1), core: -1,
+		bestVal: math.Inf(1), minOpen: math.Inf(1),
 	}
 	if s.limit <= 0 {
 		s.limit = DefaultNodeLimit
@@ -143,7 +145,7 @@ func (s *search) done() bool {
 // explore solves the node whose free items are sub (idx maps them to the
 // original problem); everything else is fixed in s.assign at fixedCost.
 // parentBound is a valid bound for the node, recorded if it is cut off.
-func (s *search) explore(sub *Problem, idx []int, orders [][]int32, fixedCost, parentBound float64) {
+func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentBound float64) {
 	if s.done() {
 		return
 	}
@@ -159,8 +161,11 @@ func (s *search) explore(sub *Problem, idx []int, orders [][]int32, fixedCost, p
 			s.assign[j] = -1
 		}
 	}()
-	lp := solveLP(sub, orders)
-	orders = lp.order
+	lp := solveLP(sub, warm)
+	if lp == nil {
+		s.coldSolves++
+		lp = solveLP(sub, nil)
+	}
 	s.augs += lp.augs
 	if !lp.feasible {
 		return
@@ -190,19 +195,19 @@ func (s *search) explore(sub *Problem, idx []int, orders [][]int32, fixedCost, p
 		return
 	}
 	jb, opts := s.branchOn(sub, lp)
+	parentFlow, parentLP := sub, lp
 	// Fixing keeps the LP optimal for what is left (fixed items sit at
 	// their LP values, and the duals stay feasible), so the node needs no
 	// second LP: branch on the smaller problem directly.
 	next, nextIdx, newIndex, fixedCost, undo := s.fix(sub, idx, lp, s.bestVal-bound, fixedCost, undo)
 	if newIndex != nil {
-		orders = remap(orders, newIndex)
 		jb = int(newIndex[jb])
 	}
 	sub, idx = next, nextIdx
 	if slices.ContainsFunc(sub.Capacity, func(y int) bool { return y < 0 }) {
 		return // float ties forced items past a capacity: nothing here beats the incumbent
 	}
-	if s.core < 0 {
+	if s.core == 0 {
 		s.core = sub.N()
 	}
 	m := sub.M()
@@ -215,7 +220,18 @@ func (s *search) explore(sub *Problem, idx []int, orders [][]int32, fixedCost, p
 			childIndex[j] = int32(j - 1)
 		}
 	}
-	childOrders := remap(orders, childIndex)
+	// Children start from this node's LP optimum, carried to their items.
+	carried := make([]int, (sub.N()-1)*m)
+	for j := 0; j < parentFlow.N(); j++ {
+		nj := j
+		if newIndex != nil {
+			nj = int(newIndex[j])
+		}
+		if nj < 0 || nj == jb {
+			continue
+		}
+		copy(carried[int(childIndex[nj])*m:], parentLP.flow[j*m:(j+1)*m])
+	}
 	for _, o := range opts {
 		if o >= 0 && (math.IsInf(sub.Cost[jb*m+o], 1) || sub.Size[jb] > sub.Capacity[o]) {
 			continue // fixing ruled this option out
@@ -230,7 +246,7 @@ func (s *search) explore(sub *Problem, idx []int, orders [][]int32, fixedCost, p
 			cp.MinUsage = max(0, cp.MinUsage-sub.Size[jb])
 			s.assign[idx[jb]] = o
 		}
-		s.explore(cp, child, childOrders, fixedCost+cost, bound)
+		s.explore(cp, child, fitWarm(cp, carried), fixedCost+cost, bound)
 		s.assign[idx[jb]] = -1
 		if s.stopped {
 			s.minOpen = math.Min(s.minOpen, bound)
@@ -240,6 +256,49 @@ func (s *search) explore(sub *Problem, idx []int, orders [][]int32, fixedCost, p
 			return
 		}
 	}
+}
+
+// fitWarm copies a carried flow and takes out what no longer fits: flow on
+// options the child excludes, and GPUs over a model's reduced capacity
+// (the costliest per GPU first, the LP's own order of preference).
+func fitWarm(p *Problem, carried []int) []int {
+	m := p.M()
+	warm := slices.Clone(carried)
+	load := make([]int, m)
+	for k, f := range warm {
+		if f > 0 && (math.IsInf(p.Cost[k], 1) || p.Size[k/m] > p.Capacity[k%m]) {
+			warm[k] = 0
+			continue
+		}
+		load[k%m] += f
+	}
+	for i := 0; i < m; i++ {
+		if load[i] <= p.Capacity[i] {
+			continue
+		}
+		var on []int
+		for j := 0; j < p.N(); j++ {
+			if warm[j*m+i] > 0 {
+				on = append(on, j)
+			}
+		}
+		unit := func(j int) float64 { return p.Cost[j*m+i] / float64(p.Size[j]) }
+		slices.SortFunc(on, func(a, b int) int {
+			if c := cmp.Compare(unit(b), unit(a)); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+		for _, j := range on {
+			if load[i] <= p.Capacity[i] {
+				break
+			}
+			cut := min(warm[j*m+i], load[i]-p.Capacity[i])
+			warm[j*m+i] -= cut
+			load[i] -= cut
+		}
+	}
+	return warm
 }
 
 // restrict copies sub without the item whose original index is drop (-1
@@ -486,7 +545,7 @@ func fillers(sub *Problem, lp *lpSolution) []int {
 
 // coreNodeLimit bounds the nested search of the core heuristic; it only
 // has to find a good incumbent, not prove it.
-const coreNodeLimit = 200
+const coreNodeLimit = 50
 
 // fix applies reduced-cost fixing with the node's duals: an option whose
 // reduced cost exceeds the item's best by gap or more cannot be part of an

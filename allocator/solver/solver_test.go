@@ -1,6 +1,7 @@
 package solver
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"math"
@@ -203,7 +204,7 @@ func TestCheckErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Solve(context.Background(), &tc.p, Options{})
-			if !errorsIs(err, tc.want) {
+			if !errors.Is(err, tc.want) {
 				t.Fatalf("Solve: got %v, want %v", err, tc.want)
 			}
 		})

@@ -1,5 +1,3 @@
-// Command nomad-device-fft is the nomad-fft Nomad device plugin for NVIDIA GPUs. The Nomad
-// agent starts it from its plugin_dir; it is not meant to be run by hand.
 package main
 
 import (

@@ -215,6 +215,26 @@ func TestDevicePluginEndToEnd(t *testing.T) {
 		t.Errorf("A100 memory = %v, want 40960 MiB", got)
 	}
 
+	// The client reports the plugin's statistics for every GPU (Stats RPC in a real agent).
+	testenv.Eventually(t, 30*time.Second, 500*time.Millisecond, "device statistics of the V100 client", func() error {
+		hs, err := c.api.Nodes().Stats(c.nodeIDs["v100"], nil)
+		if err != nil {
+			return err
+		}
+		for _, g := range hs.DeviceStats {
+			if g.Name != modelV100 || len(g.InstanceStats) != 2 {
+				continue
+			}
+			for id, st := range g.InstanceStats {
+				if st.Summary == nil || st.Stats == nil || st.Stats.Attributes["memory_used"] == nil {
+					return fmt.Errorf("statistics of %s incomplete: %+v", id, st)
+				}
+			}
+			return nil
+		}
+		return fmt.Errorf("no statistics for the 2 V100 yet: %+v", hs.DeviceStats)
+	})
+
 	jobspec, err := os.ReadFile(filepath.Join(repoRoot(t), "jobspecs", "gpu-model.nomad.hcl"))
 	if err != nil {
 		t.Fatalf("reading the jobspec: %v", err)

@@ -1,0 +1,56 @@
+# nomad-fft build and test entry points. `make run` is the main job on its
+# embedded default, `make test` is the whole test suite (what CI runs).
+
+GO      ?= go
+BIN     := bin
+
+.PHONY: all build run test deps vet unit e2e bench fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+## run: the main job on its embedded default (a built-in example round).
+run:
+	$(GO) run ./cmd/fftctl round
+
+## test: everything CI checks: vet, unit and property tests (with GLPK as the
+## independent reference), fuzz seed corpora, and the end-to-end tests
+## against a real Nomad 1.6.1 agent.
+test: deps vet unit e2e
+
+## deps: what the tests need beyond Go: GLPK's glpsol (Debian glpk-utils).
+deps:
+	@command -v glpsol >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing glpk-utils (glpsol) for the solver's reference test"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq glpk-utils >/dev/null; \
+		else \
+			echo "glpsol missing: run 'sudo apt-get install glpk-utils'" >&2; exit 1; \
+		fi; }
+
+vet:
+	$(GO) vet ./...
+	cd e2e/agents/nomad && $(GO) vet ./...
+
+unit:
+	FFT_REQUIRE_GLPSOL=1 $(GO) test -count=1 ./...
+
+## e2e: builds the Nomad agent once from the pinned MPL module into the
+## ignored .cache folder (e2e/agents/build.sh), then runs the tests that
+## start it.
+e2e:
+	nomad_bin=$$(e2e/agents/build.sh) && \
+	cd e2e/agents/nomad && FFT_E2E=1 FFT_NOMAD_BIN=$$nomad_bin $(GO) test -count=1 -timeout 20m ./...
+
+## bench: the solver targets of README.md ("Solver speed").
+bench:
+	$(GO) test -run '^$$' -bench Decide -benchmem -count 5 ./allocator/
+
+## fuzz: a short run of each fuzz target (their seeds run in `make unit`).
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzReadInstance -fuzztime 30s ./allocator/
+
+clean:
+	rm -rf $(BIN)

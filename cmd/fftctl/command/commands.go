@@ -1,0 +1,77 @@
+package command
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/hashicorp/cli"
+)
+
+// Version is fftctl's version, set at build time with -ldflags.
+var Version = "0.1.0-dev"
+
+// Meta is what every command shares: where it writes and how flags parse.
+type Meta struct {
+	Ui cli.Ui
+}
+
+// FlagSet returns a flag set whose errors and usage go to the Ui, so a bad
+// flag prints the command's help instead of Go's default usage.
+func (m *Meta) FlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(&uiErrorWriter{m.Ui})
+	fs.Usage = func() {}
+	return fs
+}
+
+// uiErrorWriter sends flag package messages to the Ui's error stream.
+type uiErrorWriter struct{ ui cli.Ui }
+
+func (w *uiErrorWriter) Write(p []byte) (int, error) {
+	w.ui.Error(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Commands returns the command table; keys are space-separated paths.
+func Commands(meta Meta) map[string]cli.CommandFactory {
+	return map[string]cli.CommandFactory{
+		"round":   func() (cli.Command, error) { return &RoundCommand{Meta: meta}, nil },
+		"version": func() (cli.Command, error) { return &VersionCommand{Meta: meta}, nil },
+	}
+}
+
+// Run runs fftctl with args and returns the exit code.
+func Run(args []string) int {
+	return RunWith(args, os.Stdin, os.Stdout, os.Stderr)
+}
+
+// RunWith is Run with explicit streams, for tests.
+func RunWith(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ui := &cli.BasicUi{Reader: stdin, Writer: stdout, ErrorWriter: stderr}
+	c := cli.NewCLI("fftctl", Version)
+	c.Args = args
+	c.Commands = Commands(Meta{Ui: ui})
+	c.HelpWriter = stdout
+	c.ErrorWriter = stderr
+	code, err := c.Run()
+	if err != nil {
+		fmt.Fprintf(stderr, "Error executing CLI: %v\n", err)
+		return 1
+	}
+	return code
+}
+
+// VersionCommand prints the version.
+type VersionCommand struct{ Meta }
+
+var _ cli.Command = &VersionCommand{}
+
+func (c *VersionCommand) Help() string     { return "Usage: fftctl version\n\n  Prints the fftctl version." }
+func (c *VersionCommand) Synopsis() string { return "Print the fftctl version" }
+func (c *VersionCommand) Run(args []string) int {
+	c.Ui.Output("fftctl v" + Version)
+	return 0
+}
