@@ -94,13 +94,13 @@ type lpSolution struct {
 }
 
 type lpSolver struct {
-	p        *Problem
-	m, n     int
-	unit     []float64
-	sol      *lpSolution
+	p    *Problem
+	m, n int
+	unit []float64
+	sol  *lpSolution
 	// srcs[i] holds the items that still have GPUs to place, cheapest per
 	// GPU on model i first: a heap, since an LP takes only its top few.
-	srcs []entryHeap
+	srcs     []entryHeap
 	heaps    []entryHeap
 	wS, wAB  []float64
 	dist     []float64

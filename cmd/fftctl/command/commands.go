@@ -69,7 +69,9 @@ type VersionCommand struct{ Meta }
 
 var _ cli.Command = &VersionCommand{}
 
-func (c *VersionCommand) Help() string     { return "Usage: fftctl version\n\n  Prints the fftctl version." }
+func (c *VersionCommand) Help() string {
+	return "Usage: fftctl version\n\n  Prints the fftctl version."
+}
 func (c *VersionCommand) Synopsis() string { return "Print the fftctl version" }
 func (c *VersionCommand) Run(args []string) int {
 	c.Ui.Output("fftctl v" + Version)

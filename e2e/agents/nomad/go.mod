@@ -2,8 +2,10 @@ module github.com/nomad-fft/nomad-fft/e2e/agents/nomad
 
 go 1.26
 
-// Nomad's own replace lines (v1.6.1 go.mod); a dependency's replaces are ignored,
-// so they are copied here.
+// Nomad 1.6.1 agent and plugin loader (see ../build.sh and the tests under this folder).
+// nomad/api must be the v1.6.1-era pseudo-version below: older and newer api versions do not
+// compile nomad 1.6.1. Nomad's own replace lines (from its v1.6.1 go.mod) are copied, since a
+// dependency's replaces are ignored.
 replace (
 	github.com/Microsoft/go-winio => github.com/endocrimes/go-winio v0.4.13-0.20190628114223-fb47a8b41948
 	github.com/armon/go-metrics => github.com/armon/go-metrics v0.0.0-20230509193637-d9ca9af9f1f9
@@ -14,6 +16,7 @@ require (
 	github.com/hashicorp/go-hclog v1.5.0
 	github.com/hashicorp/hcl v1.0.1-vault-3
 	github.com/hashicorp/nomad v1.6.1
+	github.com/hashicorp/nomad/api v0.0.0-20230721134942-515895c7690c
 )
 
 require (
@@ -152,7 +155,6 @@ require (
 	github.com/hashicorp/mdns v1.0.4 // indirect
 	github.com/hashicorp/memberlist v0.5.0 // indirect
 	github.com/hashicorp/net-rpc-msgpackrpc v0.0.0-20151116020338-a14192a58a69 // indirect
-	github.com/hashicorp/nomad/api v0.0.0-20230721134942-515895c7690c // indirect
 	github.com/hashicorp/raft v1.5.0 // indirect
 	github.com/hashicorp/raft-autopilot v0.1.6 // indirect
 	github.com/hashicorp/raft-boltdb/v2 v2.2.2 // indirect

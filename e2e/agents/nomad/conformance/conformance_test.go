@@ -252,6 +252,7 @@ func TestBadConfigRefused(t *testing.T) {
 			if err == nil {
 				t.Fatal("the loader accepted a bad config")
 			}
+			t.Logf("refused: %v", err)
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error does not contain %q:\n%v", w, err)

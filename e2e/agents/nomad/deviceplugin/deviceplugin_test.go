@@ -47,6 +47,7 @@ type cluster struct {
 func startCluster(t *testing.T, clients []fakeClient) *cluster {
 	t.Helper()
 	nomad := testenv.RequireNomad(t)
+	t.Logf("Nomad agent: %s", nomad)
 	pluginDir := testenv.PluginDir(t)
 	root := testenv.TempDir(t)
 
