@@ -140,22 +140,24 @@ func solveLP(p *Problem, warm []int) *lpSolution {
 	for i := range s.dirty {
 		s.dirty[i] = true
 	}
-	for j := 0; j < n; j++ {
-		for i := 0; i < m; i++ {
-			c := p.Cost[j*m+i]
-			if math.IsInf(c, 1) || p.Size[j] > p.Capacity[i] {
-				s.unit[j*m+i] = math.Inf(1)
-				continue
-			}
-			s.unit[j*m+i] = c / float64(p.Size[j])
-			s.srcs[i] = append(s.srcs[i], heapEntry{s.unit[j*m+i], int32(j)})
+	for k, c := range p.Cost {
+		s.unit[k] = math.Inf(1)
+		if j, i := k/m, k%m; !math.IsInf(c, 1) && p.Size[j] <= p.Capacity[i] {
+			s.unit[k] = c / float64(p.Size[j])
+		}
+	}
+	if warm != nil {
+		s.start(warm)
+	}
+	// Items a warm start placed whole never have GPUs left to place, so
+	// they stay out of the source heaps.
+	for k, u := range s.unit {
+		if j := k / m; !math.IsInf(u, 1) && s.sol.assigned[j] < p.Size[j] {
+			s.srcs[k%m] = append(s.srcs[k%m], heapEntry{u, int32(j)})
 		}
 	}
 	for i := range s.srcs {
 		s.srcs[i].heapify()
-	}
-	if warm != nil {
-		s.start(warm)
 	}
 	s.run()
 	s.duals()
@@ -361,7 +363,7 @@ func (s *lpSolver) duals() {
 		u, v int
 		w    float64
 	}
-	var arcs []arc
+	arcs := make([]arc, 0, m*(m+3)+2)
 	for i := 0; i < m; i++ {
 		arcs = append(arcs, arc{S, i, s.wS[i]}, arc{i, S, wAS[i]})
 		if sol.load[i] < p.Capacity[i] {

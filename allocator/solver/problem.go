@@ -106,6 +106,9 @@ type Stats struct {
 	// Core is the number of items left free after reduced-cost fixing at
 	// the first node that branched (0 when the root LP was integral).
 	Core int `json:"core"`
+	// ColdStarts counts child LPs whose warm start was not optimal and
+	// were solved again from scratch.
+	ColdStarts int `json:"cold_starts"`
 }
 
 // Result is the solver's answer.
