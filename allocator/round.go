@@ -45,10 +45,11 @@ func (c *Config) SwitchPenalty(j *Job, model string) float64 {
 // solver's form of Eq. 6 with (1a), (1b) and the exclusions. MinUsage is
 // left 0; Decide sets it to K(t). It also returns each job's options.
 func (in *Instance) Problem() (*solver.Problem, [][]Terms, error) {
-	if err := in.Validate(); err != nil {
+	m, n := len(in.Models), len(in.Jobs)
+	theta := make([]float64, n*m)
+	if err := in.validate(theta); err != nil {
 		return nil, nil, err
 	}
-	m, n := len(in.Models), len(in.Jobs)
 	p := &solver.Problem{
 		Capacity: make([]int, m),
 		Size:     make([]int, n),
@@ -57,36 +58,26 @@ func (in *Instance) Problem() (*solver.Problem, [][]Terms, error) {
 	for i := range in.Models {
 		p.Capacity[i] = in.Models[i].GPUs
 	}
-	index := make(map[string]int, m)
-	for i := range in.Models {
-		index[in.Models[i].Name] = i
-	}
-	// One slab for every job's options and one theta row reused per job:
-	// this loop runs over N*M pairs, so it avoids map lookups per pair.
 	pairs := 0
 	for k := range in.Jobs {
 		pairs += len(in.Jobs[k].Throughput)
 	}
+	// One slab for every job's options: this loop runs over N*M pairs.
 	slab := make([]Terms, 0, pairs) // at most one entry per throughput
-	theta := make([]float64, m)
 	options := make([][]Terms, n)
 	for k := range in.Jobs {
 		j := &in.Jobs[k]
 		rho := in.Fairness.Rho(j.ID)
 		p.Size[k] = j.GPUs
-		clear(theta)
-		for name, v := range j.Throughput {
-			theta[index[name]] = v
-		}
 		row := p.Cost[k*m : (k+1)*m]
 		first := len(slab)
 		for i := range in.Models {
-			mod := &in.Models[i]
+			mod, th := &in.Models[i], theta[k*m+i]
 			row[i] = math.Inf(1)
-			if j.Remaining() <= 0 || !j.fits(mod, theta[i]) {
+			if j.Remaining() <= 0 || !j.fits(mod, th) {
 				continue
 			}
-			tr := in.Config.terms(j, mod.Name, theta[i], in.Round, rho)
+			tr := in.Config.terms(j, mod.Name, th, in.Round, rho)
 			row[i] = tr.Cost
 			slab = append(slab, tr)
 		}

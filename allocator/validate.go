@@ -25,7 +25,12 @@ func finiteNonNeg(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) &
 
 // Validate checks an instance and returns the first problem found, as a
 // *FieldError. It never panics on any input.
-func (in *Instance) Validate() error {
+func (in *Instance) Validate() error { return in.validate(nil) }
+
+// validate is Validate; when theta is not nil (len N*M) it also receives
+// every job's throughput by model position, so pricing needs no second
+// pass over the throughput maps.
+func (in *Instance) validate(theta []float64) error {
 	c := in.Config
 	for _, f := range []struct {
 		name string
@@ -57,7 +62,7 @@ func (in *Instance) Validate() error {
 	if len(in.Models) == 0 {
 		return &FieldError{"instance", "", "models", "[]", "list at least one GPU model"}
 	}
-	models := make(map[string]*Model, len(in.Models))
+	models := make(map[string]int, len(in.Models))
 	for k := range in.Models {
 		m := &in.Models[k]
 		id := m.Name
@@ -65,10 +70,10 @@ func (in *Instance) Validate() error {
 			id = fmt.Sprintf("#%d", k)
 			return &FieldError{"model", id, "name", `""`, "give every model a non-empty name"}
 		}
-		if models[m.Name] != nil {
+		if _, dup := models[m.Name]; dup {
 			return &FieldError{"model", id, "name", m.Name, "model names must be unique"}
 		}
-		models[m.Name] = m
+		models[m.Name] = k
 		if m.GPUs < 0 {
 			return &FieldError{"model", id, "gpus", m.GPUs, "must be >= 0"}
 		}
@@ -86,14 +91,18 @@ func (in *Instance) Validate() error {
 			return &FieldError{"job", j.ID, "id", j.ID, "job ids must be unique"}
 		}
 		ids[j.ID] = true
-		if err := j.validate(in.Round, models); err != nil {
+		var row []float64
+		if theta != nil {
+			row = theta[k*len(in.Models) : (k+1)*len(in.Models)]
+		}
+		if err := j.validate(in.Round, in.Models, models, row); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (j *Job) validate(round int, models map[string]*Model) error {
+func (j *Job) validate(round int, models []Model, index map[string]int, row []float64) error {
 	bad := func(field string, v any, want string) error { return &FieldError{"job", j.ID, field, v, want} }
 	switch {
 	case j.GPUs <= 0:
@@ -108,19 +117,22 @@ func (j *Job) validate(round int, models map[string]*Model) error {
 		return bad("state_gb", j.StateGB, "must be a finite number >= 0")
 	case j.Arrival < 0 || j.Arrival > round:
 		return bad("arrival", j.Arrival, fmt.Sprintf("must be a round in [0, %d] (the current round)", round))
-	case j.LastModel != "" && models[j.LastModel] == nil:
+	case j.LastModel != "" && !known(index, j.LastModel):
 		return bad("last_model", j.LastModel, "must name a model of the instance or be empty")
 	}
 	fits := false
 	for name, theta := range j.Throughput {
-		m := models[name]
-		if m == nil {
+		i, ok := index[name]
+		if !ok {
 			return bad(fmt.Sprintf("throughput[%q]", name), theta, "unknown model: name one of the instance's models")
 		}
 		if !finiteNonNeg(theta) {
 			return bad(fmt.Sprintf("throughput[%q]", name), theta, "must be a finite number >= 0 (0 = cannot run there)")
 		}
-		fits = fits || j.allowedOn(m)
+		fits = fits || j.fits(&models[i], theta)
+		if row != nil {
+			row[i] = theta
+		}
 	}
 	if !fits {
 		return bad("throughput", j.Throughput, fmt.Sprintf("fits no model: needs %d GPUs with %g GB each and a throughput > 0 on a model that has them", j.GPUs, j.MemoryGB))
@@ -128,10 +140,14 @@ func (j *Job) validate(round int, models map[string]*Model) error {
 	return nil
 }
 
-// allowedOn is the exclusion rule: a positive throughput, enough GPUs and
-// enough memory per GPU (memory 0 on either side means not declared).
-func (j *Job) allowedOn(m *Model) bool { return j.fits(m, j.Throughput[m.Name]) }
+func known(index map[string]int, name string) bool {
+	_, ok := index[name]
+	return ok
+}
 
+// fits is the exclusion rule for job j on model m with throughput theta: a
+// positive throughput, enough GPUs and enough memory per GPU (memory 0 on
+// either side means not declared).
 func (j *Job) fits(m *Model, theta float64) bool {
 	if theta <= 0 || m.GPUs < j.GPUs {
 		return false

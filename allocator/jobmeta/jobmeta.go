@@ -1,0 +1,243 @@
+package jobmeta
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// The job meta keys of the contract. A job is managed by FFT when it has
+// KeyWork; every other key is optional unless noted.
+const (
+	// KeyWork is W_j, the total work in the job's own units (required, > 0).
+	KeyWork = "fft.work"
+	// KeyWorkUnit names the unit of KeyWork, for example "epochs" or "steps".
+	KeyWorkUnit = "fft.work_unit"
+	// KeyThroughput is theta_j per GPU model: work units per round with all
+	// the job's GPUs, as "Model A=2.1,Model B=1.2" (required).
+	KeyThroughput = "fft.throughput"
+	// KeyStateSize is the checkpoint size in GB moved when the job changes
+	// model (the switching penalty); default 0.
+	KeyStateSize = "fft.state_size"
+	// KeyUser is the tenant the job belongs to; default "" (no tenant).
+	KeyUser = "fft.user"
+	// KeyWeight is the tenant fairness weight; default 1.
+	KeyWeight = "fft.weight"
+	// KeyGPUs is how errors name d_j, which is not meta but the sum of the
+	// job's device "nvidia/gpu" counts.
+	KeyGPUs = `device "nvidia/gpu" count`
+	// Prefix is what every key of the contract starts with.
+	Prefix = "fft."
+)
+
+// DefaultWorkUnit is the unit of fft.work when fft.work_unit is absent.
+const DefaultWorkUnit = "steps"
+
+// Limits on values. They keep the numbers the round engine multiplies and
+// divides far from overflow and make nonsense visible early.
+const (
+	// MaxWork bounds fft.work: 1e12 units is more than any training run.
+	MaxWork = 1e12
+	// MaxThroughput bounds a throughput value (units per round).
+	MaxThroughput = 1e12
+	// MaxStateSizeGB bounds fft.state_size (a petabyte of checkpoint).
+	MaxStateSizeGB = 1e6
+	// MaxWeight bounds fft.weight.
+	MaxWeight = 1e6
+	// MaxGPUs bounds the gang size d_j.
+	MaxGPUs = 1 << 16
+	// maxText bounds fft.user and fft.work_unit, maxModelName a model name.
+	maxText      = 128
+	maxModelName = 256
+)
+
+// knownKeys are the keys of the contract; any other fft.* key is an error,
+// so a typo (fft.troughput) is caught rather than silently ignored.
+var knownKeys = map[string]bool{
+	KeyWork: true, KeyWorkUnit: true, KeyThroughput: true,
+	KeyStateSize: true, KeyUser: true, KeyWeight: true,
+}
+
+// Spec is a job's validated FFT contract.
+type Spec struct {
+	// Work is W_j in WorkUnit units.
+	Work     float64 `json:"work"`
+	WorkUnit string  `json:"work_unit"`
+	// Throughput maps GPU model name to work units per round with GPUs
+	// GPUs of that model. Every value is > 0.
+	Throughput map[string]float64 `json:"throughput"`
+	// StateGB is the checkpoint size.
+	StateGB float64 `json:"state_gb,omitempty"`
+	User    string  `json:"user,omitempty"`
+	Weight  float64 `json:"weight"`
+	// GPUs is d_j, from the task group's device "nvidia/gpu" blocks.
+	GPUs int `json:"gpus"`
+}
+
+// Error is one violation of the contract. It names the key, the value seen
+// and what was expected.
+type Error struct {
+	Key    string
+	Value  string
+	Expect string
+}
+
+func (e *Error) Error() string {
+	if strings.HasPrefix(e.Key, Prefix) {
+		return fmt.Sprintf("job meta %q = %q: expected %s", e.Key, e.Value, e.Expect)
+	}
+	return fmt.Sprintf("%s = %q: expected %s", e.Key, e.Value, e.Expect)
+}
+
+// ErrNotManaged means the job has no fft.* key at all: it does not opt in.
+var ErrNotManaged = errors.New("jobmeta: job has no fft.* meta keys")
+
+// Managed reports whether meta opts the job in to FFT (any fft.* key).
+func Managed(meta map[string]string) bool {
+	for k := range meta {
+		if strings.HasPrefix(k, Prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// Parse validates a job's meta and GPU demand and returns its Spec. gpus is
+// d_j, the sum of the job's device "nvidia/gpu" counts (the caller reads it
+// from the jobspec). A job without fft.* keys returns ErrNotManaged; every
+// other failure is an error that joins one *Error per bad key, in key order.
+func Parse(meta map[string]string, gpus int) (*Spec, error) {
+	if !Managed(meta) {
+		return nil, ErrNotManaged
+	}
+	var errs []error
+	bad := func(key, value, expect string) {
+		errs = append(errs, &Error{Key: key, Value: value, Expect: expect})
+	}
+	var unknown []string
+	for k := range meta {
+		if strings.HasPrefix(k, Prefix) && !knownKeys[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	for _, k := range unknown {
+		bad(k, meta[k], "no such key; the fft. keys are fft.work, fft.work_unit, fft.throughput, fft.state_size, fft.user, fft.weight")
+	}
+
+	s := &Spec{WorkUnit: DefaultWorkUnit, Weight: 1, GPUs: gpus}
+	if v, ok := meta[KeyWork]; !ok {
+		bad(KeyWork, "", "a number of work units > 0 (the key is required)")
+	} else if w, err := number(v, 0, MaxWork); err != "" {
+		bad(KeyWork, v, err)
+	} else {
+		s.Work = w
+	}
+	if v, ok := meta[KeyWorkUnit]; ok {
+		if t := strings.TrimSpace(v); t == "" || len(t) > maxText || !printable(t) {
+			bad(KeyWorkUnit, v, fmt.Sprintf("a unit name such as \"epochs\" or \"steps\" (1 to %d printable characters)", maxText))
+		} else {
+			s.WorkUnit = t
+		}
+	}
+	if v, ok := meta[KeyThroughput]; !ok {
+		bad(KeyThroughput, "", `per-model throughput such as "NVIDIA A100-SXM4-40GB=2.1,Tesla V100-SXM2-16GB=1.2" (the key is required)`)
+	} else if tp, err := parseThroughput(v); err != "" {
+		bad(KeyThroughput, v, err)
+	} else {
+		s.Throughput = tp
+	}
+	if v, ok := meta[KeyStateSize]; ok {
+		if x, err := number(v, -1, MaxStateSizeGB); err != "" {
+			bad(KeyStateSize, v, strings.Replace(err, "a number", "a checkpoint size in GB", 1))
+		} else {
+			s.StateGB = x
+		}
+	}
+	if v, ok := meta[KeyUser]; ok {
+		if t := strings.TrimSpace(v); t == "" || len(t) > maxText || !printable(t) {
+			bad(KeyUser, v, fmt.Sprintf("a user or tenant name (1 to %d printable characters)", maxText))
+		} else {
+			s.User = t
+		}
+	}
+	if v, ok := meta[KeyWeight]; ok {
+		if x, err := number(v, 0, MaxWeight); err != "" {
+			bad(KeyWeight, v, err)
+		} else {
+			s.Weight = x
+		}
+	}
+	if gpus <= 0 || gpus > MaxGPUs {
+		bad(KeyGPUs, strconv.Itoa(gpus), fmt.Sprintf("a task with a device \"nvidia/gpu\" block whose count is 1 to %d (d_j)", MaxGPUs))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// number parses a finite decimal in (lo, hi] (lo = -1 allows 0). It
+// returns the value or a description of what was expected.
+func number(v string, lo, hi float64) (float64, string) {
+	expect := fmt.Sprintf("a number > 0 and at most %g", hi)
+	if lo < 0 {
+		expect = fmt.Sprintf("a number >= 0 and at most %g", hi)
+	}
+	x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x > hi || (lo >= 0 && x <= lo) || x < 0 {
+		return 0, expect
+	}
+	return x, ""
+}
+
+// parseThroughput reads "Model A=2.1,Model B=1.2". Model names are the GPU
+// model strings the device plugin fingerprints (the Nomad device name);
+// they may hold spaces but not '=' or ','. A model given twice is an error.
+func parseThroughput(v string) (map[string]float64, string) {
+	const expect = `comma-separated MODEL=UNITS_PER_ROUND pairs such as "NVIDIA A100-SXM4-40GB=2.1,Tesla V100-SXM2-16GB=1.2", each value > 0 and at most %g, each model once`
+	out := map[string]float64{}
+	for _, part := range strings.Split(v, ",") {
+		name, val, ok := strings.Cut(part, "=")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" || len(name) > maxModelName || !printable(name) {
+			return nil, fmt.Sprintf(expect, MaxThroughput)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Sprintf(expect, MaxThroughput) + fmt.Sprintf(" (model %q appears twice)", name)
+		}
+		x, bad := number(val, 0, MaxThroughput)
+		if bad != "" {
+			return nil, fmt.Sprintf(expect, MaxThroughput) + fmt.Sprintf(" (model %q has %q)", name, strings.TrimSpace(val))
+		}
+		out[name] = x
+	}
+	return out, ""
+}
+
+func printable(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == '\uFFFD' {
+			return false
+		}
+	}
+	return true
+}
+
+// FormatThroughput writes a throughput map in the fft.throughput syntax,
+// models sorted, so Parse(FormatThroughput(m)) == m.
+func FormatThroughput(tp map[string]float64) string {
+	names := make([]string, 0, len(tp))
+	for n := range tp {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = n + "=" + strconv.FormatFloat(tp[n], 'g', -1, 64)
+	}
+	return strings.Join(parts, ",")
+}

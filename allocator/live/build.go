@@ -1,0 +1,146 @@
+package live
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
+	"github.com/nomad-fft/nomad-fft/fairness"
+)
+
+// maxEstimatedDone caps estimated progress as a fraction of the work: an
+// estimate never finishes a job (only Nomad's allocation status does), so a
+// job that runs slower than declared is not parked as "no work left".
+const maxEstimatedDone = 0.99
+
+// problem is a round's input as the engine takes it, plus the bookkeeping
+// the record phase needs.
+type problem struct {
+	instance allocator.Instance
+	// records is the next ledger's job map, before this round's progress.
+	records map[string]JobRecord
+	// noFit maps job ID to why it cannot run in the cluster as it is.
+	noFit map[string]string
+}
+
+// buildProblem turns a snapshot and the ledger into the round engine's
+// instance for round t. It is pure. Jobs the ledger has never seen arrive in
+// round t. A job that no model with capacity can run (its throughput names
+// no model present, or every such model has fewer GPUs than it needs) is
+// kept out of the instance and of the fairness ledger, and marked no-fit.
+func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, cfg allocator.Config) *problem {
+	pr := &problem{records: make(map[string]JobRecord, len(snap.Jobs)), noFit: map[string]string{}}
+	capacity := make(map[string]int, len(snap.Models))
+	for _, m := range snap.Models {
+		capacity[m.Name] = m.GPUs
+	}
+	// The ledger entries that were active last round, for Reconcile.
+	fs := fairness.State{Round: t, Jobs: map[string]fairness.JobState{}}
+	var active []fairness.Job
+	var jobs []allocator.Job
+	models := append([]allocator.Model(nil), snap.Models...)
+	known := make(map[string]bool, len(models))
+	for _, m := range models {
+		known[m.Name] = true
+	}
+	for k := range snap.Jobs {
+		j := &snap.Jobs[k]
+		rec, seen := prev[j.ID]
+		if !seen {
+			rec = JobRecord{JobState: fairness.JobState{Arrival: t, Work: j.Spec.Work}, Status: StatusWaiting}
+		}
+		if seen && rec.Tau > 0 && (rec.Status == StatusWaiting || rec.Status == StatusRunning) {
+			fs.Jobs[j.ID] = rec.JobState
+		}
+		if j.Finished {
+			rec.Status = StatusFinished
+			pr.records[j.ID] = rec
+			continue
+		}
+		tp := make(map[string]float64, len(j.Spec.Throughput))
+		fits := false
+		for name, theta := range j.Spec.Throughput {
+			if y, ok := capacity[name]; ok {
+				tp[name] = theta
+				fits = fits || (theta > 0 && y >= j.Spec.GPUs)
+			}
+		}
+		if !fits {
+			rec.Status = StatusNoFit
+			pr.records[j.ID] = rec
+			pr.noFit[j.ID] = noFitReason(j, snap.Models, len(tp) > 0)
+			continue
+		}
+		if rec.Status != StatusRunning {
+			rec.Status = StatusWaiting
+		}
+		pr.records[j.ID] = rec
+		active = append(active, fairness.Job{ID: j.ID, Arrival: rec.Arrival, Work: j.Spec.Work, GPUs: j.Spec.GPUs, Throughput: tp})
+		last := rec.LastModel
+		if last != "" && !known[last] {
+			// The model left the cluster; keep it at 0 GPUs so the
+			// switching penalty still prices a move away from it.
+			models = append(models, allocator.Model{Name: last})
+			known[last] = true
+		}
+		jobs = append(jobs, allocator.Job{
+			ID: j.ID, Arrival: rec.Arrival, GPUs: j.Spec.GPUs, Work: j.Spec.Work,
+			Done:       math.Min(rec.Done, j.Spec.Work*maxEstimatedDone),
+			Throughput: tp, StateGB: j.Spec.StateGB, LastModel: last,
+		})
+	}
+	for _, id := range fs.Reconcile(active, capacity) {
+		rec := pr.records[id]
+		rec.Status = StatusNoFit
+		pr.records[id] = rec
+		pr.noFit[id] = "fair rate is 0: no model with capacity runs it"
+	}
+	kept := jobs[:0]
+	for _, j := range jobs {
+		if _, bad := pr.noFit[j.ID]; !bad {
+			kept = append(kept, j)
+		}
+	}
+	for id, st := range fs.Jobs {
+		rec := pr.records[id]
+		rec.JobState = st
+		pr.records[id] = rec
+	}
+	sort.Slice(models, func(a, b int) bool { return models[a].Name < models[b].Name })
+	pr.instance = allocator.Instance{Round: t, Models: models, Jobs: kept, Fairness: fs, Config: cfg}
+	return pr
+}
+
+// noFitReason says, naming the key, why no model in the cluster can run the
+// job: its fft.throughput names none of the cluster's models, or each model
+// it names has fewer healthy GPUs than its device count.
+func noFitReason(j *Job, models []allocator.Model, named bool) string {
+	var have []string
+	for _, m := range models {
+		have = append(have, fmt.Sprintf("%s (%d GPUs)", m.Name, m.GPUs))
+	}
+	cluster := "the cluster has " + strings.Join(have, ", ")
+	if len(have) == 0 {
+		cluster = "the cluster has no healthy GPUs on ready, eligible nodes"
+	}
+	if !named {
+		return fmt.Sprintf("%s = %q names no GPU model of the cluster; %s", jobmeta.KeyThroughput, jobmeta.FormatThroughput(j.Spec.Throughput), cluster)
+	}
+	return fmt.Sprintf("%s = %d: more GPUs than any model named in %s has; %s", jobmeta.KeyGPUs, j.Spec.GPUs, jobmeta.KeyThroughput, cluster)
+}
+
+// digest is a SHA-256 of the instance's JSON (maps are written sorted).
+func digest(in *allocator.Instance) string {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return "unavailable: " + err.Error()
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,343 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
+)
+
+const (
+	a100 = "NVIDIA A100-SXM4-40GB"
+	v100 = "Tesla V100-SXM2-16GB"
+)
+
+// jobB builds a Job fixture: jobB("a").GPUs(2).TP(a100, 2).Obj().
+type jobB struct{ j Job }
+
+func newJob(id string) *jobB {
+	return &jobB{Job{ID: "default/" + id, Namespace: "default", Name: id, Gated: true, ModifyIndex: 10,
+		Spec: &jobmeta.Spec{Work: 10, WorkUnit: "steps", Weight: 1, GPUs: 1, Throughput: map[string]float64{}}}}
+}
+func (b *jobB) GPUs(n int) *jobB                 { b.j.Spec.GPUs = n; return b }
+func (b *jobB) TP(model string, v float64) *jobB { b.j.Spec.Throughput[model] = v; return b }
+func (b *jobB) Running(model string) *jobB {
+	b.j.Gated, b.j.Model, b.j.RunningModel, b.j.Allocs = false, model, model, []string{"alloc-" + b.j.Name}
+	return b
+}
+func (b *jobB) Ungated(model string) *jobB { b.j.Gated, b.j.Model = false, model; return b }
+func (b *jobB) Finished() *jobB            { b.j.Finished = true; return b }
+func (b *jobB) Obj() Job                   { return b.j }
+
+func TestDiff(t *testing.T) {
+	jobs := []Job{
+		newJob("held-selected").TP(a100, 1).Obj(),
+		newJob("held-waiting").TP(a100, 1).Obj(),
+		newJob("running-kept").Running(a100).Obj(),
+		newJob("running-parked").Running(a100).Obj(),
+		newJob("running-moved").Running(v100).Obj(),
+		newJob("placing-same").Ungated(a100).Obj(),
+		newJob("ungated-other").Ungated(v100).Obj(),
+		newJob("ungated-unselected").Ungated(a100).Obj(),
+		newJob("done").Running(a100).Finished().Obj(),
+	}
+	assign := map[string]string{
+		"default/held-selected": a100, "default/running-kept": a100, "default/running-moved": a100,
+		"default/placing-same": a100, "default/ungated-other": a100, "default/done": a100,
+	}
+	p := Diff(jobs, assign)
+	ids := func(cs []Change) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, strings.TrimPrefix(c.Job.ID, "default/")+":"+c.Model)
+		}
+		return out
+	}
+	got := map[string][]string{"start": ids(p.Start), "migrate": ids(p.Migrate), "park": ids(p.Park), "keep": ids(p.Keep)}
+	want := map[string][]string{
+		"start":   {"held-selected:" + a100, "ungated-other:" + a100},
+		"migrate": {"running-moved:" + a100},
+		"park":    {"running-parked:", "ungated-unselected:"},
+		"keep":    {"held-waiting:", "placing-same:" + a100, "running-kept:" + a100},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Diff:\n got  %v\n want %v", got, want)
+	}
+	if s := p.GoString(); s != "(start 2) (migrate 1) (park 2) (keep 3)" {
+		t.Errorf("GoString = %q", s)
+	}
+	// Applying the decision to a cluster that already matches it is a no-op.
+	again := Diff([]Job{newJob("running-kept").Running(a100).Obj(), newJob("held-waiting").Obj()}, map[string]string{"default/running-kept": a100})
+	if len(again.Changes()) != 0 {
+		t.Errorf("Diff of a matching cluster has changes: %#v", again)
+	}
+}
+
+// fakeCluster is an Observer and Applier over in-memory jobs; it applies a
+// plan the way Nomad would, instantly.
+type fakeCluster struct {
+	models  []allocator.Model
+	jobs    map[string]*Job
+	applied []string
+	calls   int
+	failObs error
+	panicky bool
+}
+
+func (f *fakeCluster) Observe(context.Context) (*Snapshot, error) {
+	if f.panicky {
+		panic("observer bug")
+	}
+	if f.failObs != nil {
+		return nil, f.failObs
+	}
+	s := &Snapshot{Models: f.models, Calls: 1}
+	for _, id := range sortedKeys(f.jobs) {
+		s.Jobs = append(s.Jobs, *f.jobs[id])
+	}
+	return s, nil
+}
+
+func sortedKeys(m map[string]*Job) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	for i := range ks {
+		for j := i + 1; j < len(ks); j++ {
+			if ks[j] < ks[i] {
+				ks[i], ks[j] = ks[j], ks[i]
+			}
+		}
+	}
+	return ks
+}
+
+func (f *fakeCluster) Apply(_ context.Context, p *Plan) ApplyResult {
+	var r ApplyResult
+	for _, c := range p.Changes() {
+		j := f.jobs[c.Job.ID]
+		f.applied = append(f.applied, fmt.Sprintf("%s %s %s", c.Action, j.Name, c.Model))
+		r.Calls++
+		switch c.Action {
+		case ActionStart, ActionMigrate:
+			j.Gated, j.Model, j.RunningModel, j.Allocs = false, c.Model, c.Model, []string{"a"}
+		case ActionPark:
+			j.Gated, j.RunningModel, j.Allocs = true, "", nil
+		}
+	}
+	return r
+}
+
+// memStore is an in-memory Store with check-and-set.
+type memStore struct {
+	ledger  Ledger
+	records []*RoundRecord
+}
+
+func (m *memStore) Load(context.Context) (*Ledger, error) {
+	l := m.ledger
+	l.Jobs = map[string]JobRecord{}
+	for k, v := range m.ledger.Jobs {
+		l.Jobs[k] = v
+	}
+	return &l, nil
+}
+
+func (m *memStore) Record(_ context.Context, prev, next *Ledger, rec *RoundRecord) error {
+	if prev.Version != m.ledger.Version {
+		return fmt.Errorf("writing round %d: %w", rec.Round, ErrConflict)
+	}
+	next.Version = m.ledger.Version + 1
+	m.ledger = *next
+	m.records = append(m.records, rec)
+	return nil
+}
+
+func TestServiceRounds(t *testing.T) {
+	fc := &fakeCluster{
+		models: []allocator.Model{{Name: a100, GPUs: 2}, {Name: v100, GPUs: 2}},
+		jobs: map[string]*Job{
+			"default/a": ptr(newJob("a").GPUs(2).TP(a100, 4).TP(v100, 1).Obj()),
+			"default/b": ptr(newJob("b").GPUs(2).TP(a100, 2).TP(v100, 2).Obj()),
+			"default/c": ptr(newJob("c").GPUs(2).TP(a100, 1).TP(v100, 1).Obj()),
+			"default/x": ptr(newJob("x").GPUs(4).TP(a100, 1).Obj()), // fits no model: 2 A100 only
+		},
+	}
+	st := &memStore{}
+	s := New(fc, fc, st)
+	ctx := context.Background()
+	rec, err := s.RunRound(ctx)
+	if err != nil {
+		t.Fatalf("round 0: %v", err)
+	}
+	if rec.Round != 0 || len(rec.Assignment) != 2 {
+		t.Fatalf("round 0 assigned %v, want 2 jobs (4 GPUs, 2+2 capacity)", rec.Assignment)
+	}
+	if got := rec.Assignment["default/a"]; got != a100 {
+		t.Errorf("job a runs on %q, want %q (4x faster there)", got, a100)
+	}
+	if fc.jobs["default/x"].Gated != true || st.ledger.Jobs["default/x"].Status != StatusNoFit {
+		t.Errorf("job x: gated %v, status %q; want held and %q", fc.jobs["default/x"].Gated, st.ledger.Jobs["default/x"].Status, StatusNoFit)
+	}
+	for _, ja := range rec.Jobs {
+		if ja.ID == "default/x" && !strings.Contains(ja.Reason, `device "nvidia/gpu" count = 4: more GPUs than any model`) {
+			t.Errorf("job x reason %q does not name the device count", ja.Reason)
+		}
+	}
+	var waiting string
+	for _, id := range []string{"default/b", "default/c"} {
+		if rec.Assignment[id] == "" {
+			waiting = id
+		}
+	}
+	for _, ja := range rec.Jobs {
+		if ja.ID == waiting && !(ja.RhoAfter >= ja.RhoBefore) {
+			t.Errorf("waiting job %s: rho %g -> %g, want it not to fall", ja.ID, ja.RhoBefore, ja.RhoAfter)
+		}
+	}
+	if len(rec.InputsDigest) != 64 || rec.Phases["solve"] < 0 || rec.Apply.Calls != 2 {
+		t.Errorf("record: digest %q, phases %v, apply %+v", rec.InputsDigest, rec.Phases, rec.Apply)
+	}
+
+	// A second round with nothing changed keeps the cluster as it is when
+	// the decision is the same: no API writes for kept jobs.
+	before := len(fc.applied)
+	rec1, err := s.RunRound(ctx)
+	if err != nil {
+		t.Fatalf("round 1: %v", err)
+	}
+	if rec1.Round != 1 || st.ledger.Round != 2 || len(st.records) != 2 {
+		t.Errorf("after round 1: record round %d, ledger round %d, %d records", rec1.Round, st.ledger.Round, len(st.records))
+	}
+	for _, line := range fc.applied[before:] {
+		if strings.HasPrefix(line, "start a ") {
+			t.Errorf("round 1 restarted job a, which kept its model: %q", fc.applied[before:])
+		}
+	}
+	if st.ledger.Jobs["default/a"].RoundsRun < 1 || st.ledger.Jobs["default/a"].Done <= 0 {
+		t.Errorf("job a record %+v: want rounds run and progress", st.ledger.Jobs["default/a"])
+	}
+
+	// A finished job leaves the fairness ledger and is never touched again.
+	fc.jobs["default/a"].Finished = true
+	before = len(fc.applied)
+	if _, err := s.RunRound(ctx); err != nil {
+		t.Fatalf("round 2: %v", err)
+	}
+	for _, line := range fc.applied[before:] {
+		if strings.Contains(line, " a ") {
+			t.Errorf("finished job touched: %q", line)
+		}
+	}
+	if got := st.ledger.Jobs["default/a"].Status; got != StatusFinished {
+		t.Errorf("finished job status %q, want %q", got, StatusFinished)
+	}
+}
+
+func TestServiceConflictAndFailures(t *testing.T) {
+	fc := &fakeCluster{models: []allocator.Model{{Name: a100, GPUs: 1}},
+		jobs: map[string]*Job{"default/a": ptr(newJob("a").TP(a100, 1).Obj())}}
+	st := &memStore{}
+	s := New(fc, fc, st)
+	ctx := context.Background()
+	if _, err := s.RunRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Another replica wrote a round meanwhile: the write is refused, nothing
+	// is recorded twice, and the next round reloads and goes on.
+	st.ledger.Version += 5
+	st.ledger.Round = 7
+	if _, err := s.RunRound(ctx); !errors.Is(err, ErrConflict) {
+		t.Fatalf("round over a changed ledger: err = %v, want ErrConflict", err)
+	}
+	rec, err := s.RunRound(ctx)
+	if err != nil || rec.Round != 7 {
+		t.Fatalf("round after reload: %v, %v; want round 7", rec, err)
+	}
+	// A failing observation fails the round and names the phase.
+	fc.failObs = errors.New("connection refused")
+	_, err = s.RunRound(ctx)
+	var pe *PhaseError
+	if !errors.As(err, &pe) || pe.Phase != "observe" {
+		t.Errorf("observe failure: err = %v, want a PhaseError for observe", err)
+	}
+	// A panic is recovered and fails only its round.
+	fc.failObs, fc.panicky = nil, true
+	if _, err := s.RunRound(ctx); err == nil || !strings.Contains(err.Error(), "panicked") {
+		t.Errorf("panicking round: err = %v", err)
+	}
+	fc.panicky = false
+	if _, err := s.RunRound(ctx); err != nil {
+		t.Errorf("round after a panic: %v", err)
+	}
+	if got := s.Status(); got.Failures != 3 || got.Rounds != 6 {
+		t.Errorf("status counts rounds %d failures %d, want 6 and 3", got.Rounds, got.Failures)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestHandler(t *testing.T) {
+	fc := &fakeCluster{models: []allocator.Model{{Name: a100, GPUs: 1}},
+		jobs: map[string]*Job{"default/a": ptr(newJob("a").TP(a100, 1).Obj())}}
+	s := New(fc, fc, &memStore{})
+	h := Handler(s)
+	get := func(path string) (int, string) {
+		rr := httptest.NewRecorder()
+		h.ServeHTTP(rr, httptest.NewRequest("GET", path, nil))
+		return rr.Code, rr.Body.String()
+	}
+	if code, body := get("/v1/health"); code != 200 || !strings.Contains(body, `"ok"`) {
+		t.Errorf("health before any round: %d %s", code, body)
+	}
+	if _, err := s.RunRound(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get("/v1/status"); code != 200 || !strings.Contains(body, `"next_round": 1`) || !strings.Contains(body, `"default/a"`) {
+		t.Errorf("status: %d %s", code, body)
+	}
+	code, body := get("/v1/metrics")
+	for _, want := range []string{"fft_rounds_total 1", `fft_jobs{state="running"} 1`, `fft_rho{job="default/a"}`, "fft_solve_seconds"} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q:\n%s", want, body)
+		}
+	}
+	fc.failObs = errors.New("down")
+	_, _ = s.RunRound(context.Background())
+	if code, body := get("/v1/health"); code != 503 || !strings.Contains(body, "down") {
+		t.Errorf("health after a failed round: %d %s", code, body)
+	}
+}
+
+func TestNoFitReasons(t *testing.T) {
+	snap := &Snapshot{
+		Models: []allocator.Model{{Name: a100, GPUs: 2}},
+		Jobs: []Job{
+			newJob("unknown").TP("H100", 3).Obj(),
+			newJob("big").GPUs(8).TP(a100, 3).Obj(),
+			newJob("ok").TP(a100, 1).TP("H100", 2).Obj(),
+		},
+	}
+	pr := buildProblem(0, snap, nil, allocator.DefaultConfig())
+	want := map[string]string{
+		"default/unknown": `fft.throughput = "H100=3" names no GPU model of the cluster; the cluster has NVIDIA A100-SXM4-40GB (2 GPUs)`,
+		"default/big":     `device "nvidia/gpu" count = 8: more GPUs than any model named in fft.throughput has; the cluster has NVIDIA A100-SXM4-40GB (2 GPUs)`,
+	}
+	if !reflect.DeepEqual(pr.noFit, want) {
+		t.Errorf("no-fit reasons:\n got  %q\n want %q", pr.noFit, want)
+	}
+	// The job that fits runs with the cluster's models only.
+	if len(pr.instance.Jobs) != 1 || !reflect.DeepEqual(pr.instance.Jobs[0].Throughput, map[string]float64{a100: 1}) {
+		t.Errorf("instance jobs %+v", pr.instance.Jobs)
+	}
+	if err := pr.instance.Validate(); err != nil {
+		t.Errorf("built instance is invalid: %v", err)
+	}
+}

@@ -1,0 +1,166 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
+	"github.com/nomad-fft/nomad-fft/fairness"
+)
+
+// Job is one FFT-managed job as the cluster shows it at the start of a round.
+type Job struct {
+	// ID is unique across namespaces: "namespace/job".
+	ID        string
+	Namespace string
+	Name      string
+	Spec      *jobmeta.Spec
+	// ModifyIndex is the job's JobModifyIndex, for check-and-set writes.
+	ModifyIndex uint64
+	// Gated is true while the job-level gate constraint holds it.
+	Gated bool
+	// Model is the GPU model the device constraint steers the job to, "" if none.
+	Model string
+	// Allocs are the IDs of allocations that are meant to run and have not
+	// finished (pending or running); RunningModel is the GPU model they hold.
+	Allocs       []string
+	RunningModel string
+	// Finished is true once an allocation the job meant to run completed.
+	Finished bool
+}
+
+// Invalid is a job that opts in with fft.* meta but breaks the contract. It
+// is left untouched; Err names the key, the value and what is expected.
+type Invalid struct {
+	ID  string `json:"id"`
+	Err string `json:"error"`
+}
+
+// Snapshot is what one observation of the cluster returns.
+type Snapshot struct {
+	// Models are the GPU models with their healthy GPUs on ready, eligible
+	// nodes, sorted by name.
+	Models []allocator.Model
+	// Jobs are sorted by ID.
+	Jobs    []Job
+	Invalid []Invalid
+	// Calls is the number of API calls the observation made.
+	Calls int
+}
+
+// Observer reads the cluster (Nomad, for the live service).
+type Observer interface {
+	Observe(ctx context.Context) (*Snapshot, error)
+}
+
+// Applier carries out a plan (through the Nomad API, for the live
+// service). It must be idempotent: applying a plan computed from a stale
+// snapshot may conflict, never overwrite a user's concurrent change.
+type Applier interface {
+	Apply(ctx context.Context, p *Plan) ApplyResult
+}
+
+// ApplyResult is what an Applier did with one plan.
+type ApplyResult struct {
+	// Calls is the number of API calls made.
+	Calls int `json:"calls"`
+	// Conflicts are jobs whose check-and-set write lost to a concurrent
+	// update; they are re-read next round.
+	Conflicts []string `json:"conflicts,omitempty"`
+	// Errors are other failures, one line each, naming the job.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// JobRecord is the persistent per-job state: the fairness ledger entry plus
+// what the allocator tracks across rounds.
+type JobRecord struct {
+	fairness.JobState
+	// Done is the estimated progress in work units (time run times the
+	// declared throughput, until progress reports exist).
+	Done      float64 `json:"done"`
+	LastModel string  `json:"last_model,omitempty"`
+	Switches  int     `json:"switches"`
+	RoundsRun int     `json:"rounds_run"`
+	// Status is one of the Status* constants.
+	Status string `json:"status"`
+}
+
+// Job states as the ledger records them.
+const (
+	StatusWaiting  = "waiting"
+	StatusRunning  = "running"
+	StatusFinished = "finished"
+	StatusNoFit    = "no-fit"
+)
+
+// Ledger is the allocator's persistent state: the next round to run and
+// one record per job seen. Version is the store's token for check-and-set.
+type Ledger struct {
+	Round   int                  `json:"round"`
+	Jobs    map[string]JobRecord `json:"-"`
+	Version uint64               `json:"-"`
+}
+
+// JobAudit is one job's line in a round record.
+type JobAudit struct {
+	ID        string            `json:"id"`
+	Model     string            `json:"model,omitempty"`
+	Reason    string            `json:"reason,omitempty"`
+	Action    Action            `json:"action"`
+	RhoBefore float64           `json:"rho_before"`
+	RhoAfter  float64           `json:"rho_after"`
+	Chosen    allocator.Terms   `json:"chosen"`
+	Options   []allocator.Terms `json:"options,omitempty"`
+}
+
+// RoundRecord is one entry of the audit log.
+type RoundRecord struct {
+	Round int `json:"round"`
+	// Start is the round's start, RFC 3339.
+	Start string `json:"start"`
+	// InputsDigest is a SHA-256 of the round engine's input instance.
+	InputsDigest string            `json:"inputs_digest"`
+	Models       []allocator.Model `json:"models"`
+	Assignment   map[string]string `json:"assignment"`
+	Jobs         []JobAudit        `json:"jobs"`
+	Invalid      []Invalid         `json:"invalid,omitempty"`
+	Objective    float64           `json:"objective"`
+	Bound        float64           `json:"bound"`
+	Gap          float64           `json:"gap"`
+	Status       string            `json:"status"`
+	SolveSeconds float64           `json:"solve_seconds"`
+	Plan         string            `json:"plan"`
+	Apply        ApplyResult       `json:"apply"`
+	ObserveCalls int               `json:"observe_calls"`
+	// Phases holds each phase's duration in seconds.
+	Phases map[string]float64 `json:"phases"`
+}
+
+// Store keeps the ledger and the audit log (Consul KV, for the live service).
+type Store interface {
+	// Load returns the stored ledger, or an empty one at round 0.
+	Load(ctx context.Context) (*Ledger, error)
+	// Record writes the round record and the new ledger atomically, only if
+	// the stored ledger is still at prev.Version; else it returns an error
+	// wrapping ErrConflict and writes nothing. On success it sets
+	// next.Version.
+	Record(ctx context.Context, prev, next *Ledger, rec *RoundRecord) error
+}
+
+// ErrConflict means a check-and-set write found newer data than expected.
+var ErrConflict = errors.New("live: check-and-set conflict")
+
+// PhaseError says which phase of a round failed.
+type PhaseError struct {
+	Round int
+	Phase string
+	Err   error
+}
+
+func (e *PhaseError) Error() string {
+	return fmt.Sprintf("round %d: %s: %v", e.Round, e.Phase, e.Err)
+}
+
+func (e *PhaseError) Unwrap() error { return e.Err }

@@ -1,0 +1,288 @@
+package nomadapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
+	"github.com/nomad-fft/nomad-fft/allocator/live"
+)
+
+var (
+	_ live.Observer = (*Client)(nil)
+	_ live.Applier  = (*Client)(nil)
+)
+
+// Client observes and changes a Nomad cluster for the allocator service.
+// Observe caches each job it reads by its JobModifyIndex, so a round costs
+// 3 list calls plus one read per new or changed job. Apply acts on the jobs
+// the last Observe returned.
+type Client struct {
+	nomad *api.Client
+	log   hclog.Logger
+
+	mu sync.Mutex
+	// jobs caches full jobs by "namespace/id"; a job changed by Apply (or
+	// whose write failed) is dropped, so the next Observe re-reads it.
+	jobs map[string]*api.Job
+}
+
+// New returns a Client over a Nomad API client.
+func New(nomad *api.Client, log hclog.Logger) *Client {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Client{nomad: nomad, log: log, jobs: map[string]*api.Job{}}
+}
+
+func jobKey(ns, id string) string { return ns + "/" + id }
+
+// Observe reads GPU capacity per model and the FFT-managed jobs with their
+// allocations.
+func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
+	snap := &live.Snapshot{}
+	models, calls, err := c.capacity(ctx)
+	snap.Calls += calls
+	if err != nil {
+		return nil, err
+	}
+	snap.Models = models
+
+	q := (&api.QueryOptions{Namespace: "*"}).WithContext(ctx)
+	stubs, _, err := c.nomad.Jobs().List(q)
+	snap.Calls++
+	if err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	present := map[string]bool{}
+	var managed []*api.Job
+	for _, s := range stubs {
+		if s.Stop || s.Type == "system" || s.Type == "sysbatch" {
+			continue
+		}
+		key := jobKey(s.Namespace, s.ID)
+		present[key] = true
+		job := c.jobs[key]
+		if job == nil || job.JobModifyIndex == nil || *job.JobModifyIndex != s.JobModifyIndex {
+			job, _, err = c.nomad.Jobs().Info(s.ID, (&api.QueryOptions{Namespace: s.Namespace}).WithContext(ctx))
+			snap.Calls++
+			if err != nil {
+				return nil, fmt.Errorf("reading job %q: %w", key, err)
+			}
+			c.jobs[key] = job
+		}
+		if jobmeta.Managed(job.Meta) {
+			managed = append(managed, job)
+		}
+	}
+	for key := range c.jobs {
+		if !present[key] {
+			delete(c.jobs, key)
+		}
+	}
+	if len(managed) == 0 {
+		return snap, nil
+	}
+
+	aq := (&api.QueryOptions{Namespace: "*", Params: map[string]string{"resources": "true"}}).WithContext(ctx)
+	allocs, _, err := c.nomad.Allocations().List(aq)
+	snap.Calls++
+	if err != nil {
+		return nil, fmt.Errorf("listing allocations: %w", err)
+	}
+	byJob := map[string][]*api.AllocationListStub{}
+	for _, a := range allocs {
+		key := jobKey(a.Namespace, a.JobID)
+		byJob[key] = append(byJob[key], a)
+	}
+	for _, job := range managed {
+		key := jobKey(deref(job.Namespace), deref(job.ID))
+		spec, err := jobmeta.Parse(job.Meta, GPUDemand(job))
+		if err != nil {
+			snap.Invalid = append(snap.Invalid, live.Invalid{ID: key, Err: err.Error()})
+			continue
+		}
+		j := live.Job{
+			ID: key, Namespace: deref(job.Namespace), Name: deref(job.ID), Spec: spec,
+			Gated: Gated(job), Model: SteeredModel(job),
+		}
+		if job.JobModifyIndex != nil {
+			j.ModifyIndex = *job.JobModifyIndex
+		}
+		observeAllocs(&j, byJob[key])
+		snap.Jobs = append(snap.Jobs, j)
+	}
+	sort.Slice(snap.Jobs, func(a, b int) bool { return snap.Jobs[a].ID < snap.Jobs[b].ID })
+	sort.Slice(snap.Invalid, func(a, b int) bool { return snap.Invalid[a].ID < snap.Invalid[b].ID })
+	return snap, nil
+}
+
+// observeAllocs fills the job's live allocations, the model they hold and
+// whether the job finished: an allocation Nomad meant to run completed and
+// none is left running. A stopped allocation (desired status stop, as a
+// park leaves it) is not a finish.
+func observeAllocs(j *live.Job, allocs []*api.AllocationListStub) {
+	completed := false
+	sort.Slice(allocs, func(a, b int) bool { return allocs[a].ID < allocs[b].ID })
+	for _, a := range allocs {
+		if a.DesiredStatus != api.AllocDesiredStatusRun {
+			continue
+		}
+		switch a.ClientStatus {
+		case api.AllocClientStatusPending, api.AllocClientStatusRunning:
+			j.Allocs = append(j.Allocs, a.ID)
+			if m := allocModel(a); m != "" {
+				j.RunningModel = m
+			}
+		case api.AllocClientStatusComplete:
+			completed = true
+		}
+	}
+	if len(j.Allocs) > 0 && j.RunningModel == "" {
+		j.RunningModel = j.Model // the list did not carry resources
+	}
+	j.Finished = completed && len(j.Allocs) == 0
+}
+
+func allocModel(a *api.AllocationListStub) string {
+	if a.AllocatedResources == nil {
+		return ""
+	}
+	for _, t := range a.AllocatedResources.Tasks {
+		for _, d := range t.Devices {
+			if d != nil && d.Vendor == GPUVendor && d.Type == GPUType {
+				return d.Name
+			}
+		}
+	}
+	return ""
+}
+
+// capacity counts healthy GPUs per model on ready, eligible, undrained
+// nodes. It asks for node resources in the list (one call); a node the
+// list shows without resources is read on its own.
+func (c *Client) capacity(ctx context.Context) ([]allocator.Model, int, error) {
+	calls := 1
+	nodes, _, err := c.nomad.Nodes().List((&api.QueryOptions{Params: map[string]string{"resources": "true"}}).WithContext(ctx))
+	if err != nil {
+		return nil, calls, fmt.Errorf("listing nodes: %w", err)
+	}
+	gpus := map[string]int{}
+	for _, n := range nodes {
+		if n.Status != api.NodeStatusReady || n.SchedulingEligibility != api.NodeSchedulingEligible || n.Drain {
+			continue
+		}
+		res := n.NodeResources
+		if res == nil {
+			node, _, err := c.nomad.Nodes().Info(n.ID, (&api.QueryOptions{}).WithContext(ctx))
+			calls++
+			if err != nil {
+				return nil, calls, fmt.Errorf("reading node %s: %w", n.ID, err)
+			}
+			res = node.NodeResources
+		}
+		if res == nil {
+			continue
+		}
+		for _, d := range res.Devices {
+			if d == nil || d.Vendor != GPUVendor || d.Type != GPUType || d.Name == "" {
+				continue
+			}
+			for _, inst := range d.Instances {
+				if inst != nil && inst.Healthy {
+					gpus[d.Name]++
+				}
+			}
+		}
+	}
+	models := make([]allocator.Model, 0, len(gpus))
+	for name, n := range gpus {
+		models = append(models, allocator.Model{Name: name, GPUs: n})
+	}
+	sort.Slice(models, func(a, b int) bool { return models[a].Name < models[b].Name })
+	return models, calls, nil
+}
+
+// Apply carries out the plan: parks first (gate, then stop the job's
+// allocations; the gate blocks their reschedule), then migrations and
+// starts (lift the gate and steer the GPU request to the model). Every job
+// write is a check-and-set registration at the JobModifyIndex the round
+// observed, so a user's concurrent update wins and the job is re-read next
+// round. A change the job already shows costs no call.
+func (c *Client) Apply(ctx context.Context, p *live.Plan) live.ApplyResult {
+	var res live.ApplyResult
+	for _, ch := range p.Changes() {
+		if err := c.apply(ctx, ch, &res); err != nil {
+			if errors.Is(err, errConflict) {
+				res.Conflicts = append(res.Conflicts, ch.Job.ID)
+			} else {
+				res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %v", ch.Action, ch.Job.ID, err))
+			}
+		}
+	}
+	return res
+}
+
+var errConflict = errors.New("job modify index changed")
+
+func (c *Client) apply(ctx context.Context, ch live.Change, res *live.ApplyResult) error {
+	j := ch.Job
+	c.mu.Lock()
+	cached := c.jobs[j.ID]
+	// Whatever happens, read the job afresh next round.
+	delete(c.jobs, j.ID)
+	c.mu.Unlock()
+	if cached == nil || cached.JobModifyIndex == nil || *cached.JobModifyIndex != j.ModifyIndex {
+		return fmt.Errorf("%w: the job is not the one observed", errConflict)
+	}
+	job := cached
+	changed := false
+	switch ch.Action {
+	case live.ActionStart, live.ActionMigrate:
+		changed = SetGate(job, false)
+		if SteeredModel(job) != ch.Model {
+			if err := Steer(job, ch.Model); err != nil {
+				return err
+			}
+			changed = true
+		}
+	case live.ActionPark:
+		changed = SetGate(job, true)
+	default:
+		return nil
+	}
+	if changed {
+		wq := (&api.WriteOptions{Namespace: j.Namespace}).WithContext(ctx)
+		_, _, err := c.nomad.Jobs().EnforceRegister(job, j.ModifyIndex, wq)
+		res.Calls++
+		if err != nil {
+			// Nomad reports a lost check-and-set only in the message.
+			if strings.Contains(err.Error(), "job modify index") {
+				return fmt.Errorf("%w: %v", errConflict, err)
+			}
+			return fmt.Errorf("registering: %w", err)
+		}
+	}
+	if ch.Action == live.ActionPark {
+		for _, id := range j.Allocs {
+			wq := (&api.QueryOptions{Namespace: j.Namespace}).WithContext(ctx)
+			_, err := c.nomad.Allocations().Stop(&api.Allocation{ID: id, Namespace: j.Namespace}, wq)
+			res.Calls++
+			if err != nil {
+				return fmt.Errorf("stopping allocation %s: %w", id, err)
+			}
+		}
+	}
+	c.log.Info("applied", "action", ch.Action, "job", j.ID, "model", ch.Model)
+	return nil
+}

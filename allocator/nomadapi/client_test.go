@@ -1,0 +1,207 @@
+package nomadapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/live"
+)
+
+// fakeNomad serves the few Nomad HTTP API paths the Client uses, from
+// in-memory nodes, jobs and allocations, and records every request.
+type fakeNomad struct {
+	mu        sync.Mutex
+	nodes     []*api.NodeListStub
+	jobs      map[string]*api.Job
+	allocs    []*api.AllocationListStub
+	requests  []string
+	registers []*api.JobRegisterRequest
+	stopped   []string
+}
+
+func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
+	w.Header().Set("X-Nomad-Index", "1")
+	send := func(v any) { _ = json.NewEncoder(w).Encode(v) }
+	switch {
+	case r.URL.Path == "/v1/nodes":
+		send(f.nodes)
+	case r.URL.Path == "/v1/jobs" && r.Method == http.MethodGet:
+		var stubs []*api.JobListStub
+		for _, j := range f.jobs {
+			stubs = append(stubs, &api.JobListStub{ID: *j.ID, Namespace: *j.Namespace, Type: *j.Type, JobModifyIndex: *j.JobModifyIndex})
+		}
+		send(stubs)
+	case strings.HasPrefix(r.URL.Path, "/v1/job/") && r.Method == http.MethodGet:
+		send(f.jobs[strings.TrimPrefix(r.URL.Path, "/v1/job/")])
+	case (r.URL.Path == "/v1/jobs" || strings.HasPrefix(r.URL.Path, "/v1/job/")) && r.Method != http.MethodGet:
+		var req api.JobRegisterRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		cur := f.jobs[*req.Job.ID]
+		if req.EnforceIndex && req.JobModifyIndex != *cur.JobModifyIndex {
+			http.Error(w, "1 error occurred:\n\t* Enforcing job modify index "+
+				"10: job exists with conflicting job modify index: 11", http.StatusInternalServerError)
+			return
+		}
+		f.registers = append(f.registers, &req)
+		idx := *cur.JobModifyIndex + 1
+		req.Job.JobModifyIndex = &idx
+		f.jobs[*req.Job.ID] = req.Job
+		send(api.JobRegisterResponse{EvalID: "eval"})
+	case r.URL.Path == "/v1/allocations":
+		send(f.allocs)
+	case strings.HasPrefix(r.URL.Path, "/v1/allocation/") && strings.HasSuffix(r.URL.Path, "/stop"):
+		f.stopped = append(f.stopped, strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/allocation/"), "/stop"))
+		send(api.AllocStopResponse{EvalID: "eval"})
+	default:
+		http.Error(w, "not faked: "+r.URL.Path, http.StatusNotFound)
+	}
+}
+
+func gpus(model string, healthy ...bool) *api.NodeDeviceResource {
+	d := &api.NodeDeviceResource{Vendor: "nvidia", Type: "gpu", Name: model}
+	for i, h := range healthy {
+		d.Instances = append(d.Instances, &api.NodeDevice{ID: model + string(rune('a'+i)), Healthy: h})
+	}
+	return d
+}
+
+func node(id, status, elig string, drain bool, devs ...*api.NodeDeviceResource) *api.NodeListStub {
+	return &api.NodeListStub{ID: id, Status: status, SchedulingEligibility: elig, Drain: drain,
+		NodeResources: &api.NodeResources{Devices: devs}}
+}
+
+func nomadJob(id string, meta map[string]string, gated bool) *api.Job {
+	j := gpuJob("nvidia/gpu", 2, 1)
+	ns, typ, idx := "default", "batch", uint64(10)
+	j.ID, j.Namespace, j.Type, j.JobModifyIndex, j.Meta = &id, &ns, &typ, &idx, meta
+	if gated {
+		SetGate(j, true)
+	}
+	return j
+}
+
+func newFake(t *testing.T) (*fakeNomad, *Client) {
+	f := &fakeNomad{
+		nodes: []*api.NodeListStub{
+			node("n1", "ready", "eligible", false, gpus("A100", true, true, false), gpus("T4", true)),
+			node("n2", "ready", "eligible", false, gpus("A100", true, true), &api.NodeDeviceResource{Vendor: "intel", Type: "fpga", Name: "x", Instances: []*api.NodeDevice{{Healthy: true}}}),
+			node("n3", "down", "eligible", false, gpus("A100", true)),
+			node("n4", "ready", "ineligible", false, gpus("V100", true)),
+			node("n5", "ready", "eligible", true, gpus("V100", true)),
+		},
+		jobs: map[string]*api.Job{
+			"train": nomadJob("train", map[string]string{"fft.work": "10", "fft.throughput": "A100=2"}, true),
+			"bad":   nomadJob("bad", map[string]string{"fft.work": "-1", "fft.throughput": "A100=2"}, true),
+			"web":   nomadJob("web", nil, false),
+		},
+	}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	nc, err := api.NewClient(&api.Config{Address: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, New(nc, nil)
+}
+
+func TestObserve(t *testing.T) {
+	f, c := newFake(t)
+	snap, err := c.Observe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Healthy GPUs on ready, eligible, undrained nodes only; other devices ignored.
+	want := []allocator.Model{{Name: "A100", GPUs: 4}, {Name: "T4", GPUs: 1}}
+	if !reflect.DeepEqual(snap.Models, want) {
+		t.Errorf("models = %+v, want %+v", snap.Models, want)
+	}
+	if len(snap.Jobs) != 1 || snap.Jobs[0].ID != "default/train" || !snap.Jobs[0].Gated || snap.Jobs[0].Spec.GPUs != 2 || snap.Jobs[0].ModifyIndex != 10 {
+		t.Errorf("jobs = %+v, want the gated 2-GPU job default/train at index 10", snap.Jobs)
+	}
+	if len(snap.Invalid) != 1 || snap.Invalid[0].ID != "default/bad" || !strings.Contains(snap.Invalid[0].Err, `"fft.work" = "-1"`) {
+		t.Errorf("invalid = %+v, want default/bad naming fft.work", snap.Invalid)
+	}
+	// nodes, jobs, 3 job reads, allocations.
+	if snap.Calls != 6 || len(f.requests) != 6 {
+		t.Errorf("first observation made %d calls (%q), want 6", snap.Calls, f.requests)
+	}
+	// Unchanged jobs are not read again.
+	snap, _ = c.Observe(context.Background())
+	if snap.Calls != 3 {
+		t.Errorf("second observation made %d calls, want 3 (nodes, jobs, allocations)", snap.Calls)
+	}
+}
+
+func TestApply(t *testing.T) {
+	f, c := newFake(t)
+	ctx := context.Background()
+	snap, _ := c.Observe(ctx)
+	p := live.Diff(snap.Jobs, map[string]string{"default/train": "A100"})
+	res := c.Apply(ctx, p)
+	if res.Calls != 1 || len(res.Errors) != 0 || len(res.Conflicts) != 0 || len(f.registers) != 1 {
+		t.Fatalf("start: %+v, %d registers", res, len(f.registers))
+	}
+	reg := f.registers[0]
+	if !reg.EnforceIndex || reg.JobModifyIndex != 10 || Gated(reg.Job) || SteeredModel(reg.Job) != "A100" {
+		t.Errorf("start registered enforce %v at %d, gated %v, model %q; want a CAS at 10, ungated, A100",
+			reg.EnforceIndex, reg.JobModifyIndex, Gated(reg.Job), SteeredModel(reg.Job))
+	}
+
+	// The job now runs; a round that leaves it out parks it: gate, then stop.
+	f.allocs = []*api.AllocationListStub{{ID: "al1", Namespace: "default", JobID: "train", DesiredStatus: "run", ClientStatus: "running"}}
+	snap, _ = c.Observe(ctx)
+	if j := snap.Jobs[0]; j.Gated || j.Model != "A100" || j.RunningModel != "A100" || len(j.Allocs) != 1 {
+		t.Fatalf("observed after start: %+v", j)
+	}
+	again := c.Apply(ctx, live.Diff(snap.Jobs, map[string]string{"default/train": "A100"}))
+	if again.Calls != 0 {
+		t.Errorf("re-applying the same decision made %d calls, want 0", again.Calls)
+	}
+	res = c.Apply(ctx, live.Diff(snap.Jobs, nil))
+	if res.Calls != 2 || !reflect.DeepEqual(f.stopped, []string{"al1"}) || !Gated(f.jobs["train"]) {
+		t.Errorf("park: %+v, stopped %q, gated %v; want 2 calls, al1 stopped, gated", res, f.stopped, Gated(f.jobs["train"]))
+	}
+}
+
+// A user's update between the observation and the write wins: the
+// check-and-set registration fails, nothing is overwritten, and the job is
+// read afresh next round.
+func TestApplyConflict(t *testing.T) {
+	f, c := newFake(t)
+	ctx := context.Background()
+	snap, _ := c.Observe(ctx)
+	// The user updates the job meanwhile.
+	user := *f.jobs["train"]
+	idx := uint64(11)
+	user.JobModifyIndex = &idx
+	user.Meta = map[string]string{"fft.work": "20", "fft.throughput": "A100=2"}
+	f.jobs["train"] = &user
+
+	res := c.Apply(ctx, live.Diff(snap.Jobs, map[string]string{"default/train": "A100"}))
+	if !reflect.DeepEqual(res.Conflicts, []string{"default/train"}) || len(res.Errors) != 0 || len(f.registers) != 0 {
+		t.Fatalf("apply over a concurrent update: %+v, %d registers; want one conflict and no write", res, len(f.registers))
+	}
+	if f.jobs["train"].Meta["fft.work"] != "20" {
+		t.Errorf("the user's update was overwritten")
+	}
+	snap, _ = c.Observe(ctx)
+	if snap.Jobs[0].ModifyIndex != 11 || snap.Jobs[0].Spec.Work != 20 {
+		t.Errorf("next observation: %+v, want the user's version (index 11, work 20)", snap.Jobs[0])
+	}
+	res = c.Apply(ctx, live.Diff(snap.Jobs, map[string]string{"default/train": "A100"}))
+	if len(res.Conflicts) != 0 || len(f.registers) != 1 || f.registers[0].JobModifyIndex != 11 {
+		t.Errorf("retry next round: %+v, registers %d", res, len(f.registers))
+	}
+}

@@ -1,0 +1,206 @@
+package nomadapi
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// The gate: a job-level constraint that no node satisfies. While it is in
+// place a new job stays pending (Nomad's placement failure names it), and a
+// stopped allocation is not rescheduled; lifting it places the job. Nodes
+// never carry meta.fft_gate, so the constraint filters every node.
+const (
+	GateAttribute = "${meta.fft_gate}"
+	GateValue     = "held"
+	// ModelAttribute is the device attribute the steering constraint uses.
+	ModelAttribute = "${device.model}"
+	// GPUVendor and GPUType are the device plugin's vendor and type.
+	GPUVendor = "nvidia"
+	GPUType   = "gpu"
+)
+
+// GateConstraint returns the constraint that holds a job. Job authors put it
+// in their jobspec, so even a plain `nomad job run` never starts the job
+// before a round selects it:
+//
+//	constraint {
+//	  attribute = "${meta.fft_gate}"
+//	  value     = "held"
+//	}
+func GateConstraint() *api.Constraint {
+	return &api.Constraint{LTarget: GateAttribute, RTarget: GateValue, Operand: "="}
+}
+
+// Gated reports whether the job carries the gate constraint.
+func Gated(job *api.Job) bool {
+	for _, c := range job.Constraints {
+		if c != nil && c.LTarget == GateAttribute {
+			return true
+		}
+	}
+	return false
+}
+
+// SetGate puts the gate on the job or lifts it, and reports whether the job
+// changed.
+func SetGate(job *api.Job, on bool) bool {
+	if Gated(job) == on {
+		return false
+	}
+	if on {
+		job.Constraints = append(job.Constraints, GateConstraint())
+		return true
+	}
+	kept := job.Constraints[:0]
+	for _, c := range job.Constraints {
+		if c != nil && c.LTarget != GateAttribute {
+			kept = append(kept, c)
+		}
+	}
+	job.Constraints = kept
+	return true
+}
+
+// gpuRequest reports whether a device request asks for the plugin's GPUs:
+// "gpu", "nvidia/gpu" or "nvidia/gpu/<model>".
+func gpuRequest(d *api.RequestedDevice) bool {
+	parts := strings.Split(d.Name, "/")
+	switch len(parts) {
+	case 1:
+		return parts[0] == GPUType
+	case 2, 3:
+		return parts[0] == GPUVendor && parts[1] == GPUType
+	}
+	return false
+}
+
+// eachGPURequest calls f on every GPU device request of every task.
+func eachGPURequest(job *api.Job, f func(tg *api.TaskGroup, d *api.RequestedDevice)) {
+	for _, tg := range job.TaskGroups {
+		for _, task := range tg.Tasks {
+			if task == nil || task.Resources == nil {
+				continue
+			}
+			for _, d := range task.Resources.Devices {
+				if d != nil && gpuRequest(d) {
+					f(tg, d)
+				}
+			}
+		}
+	}
+}
+
+// GPUDemand returns d_j: the GPUs the job needs at once, the sum over its
+// task groups of count times the GPU device counts of its tasks (a device
+// block without count asks for 1).
+func GPUDemand(job *api.Job) int {
+	total := 0
+	eachGPURequest(job, func(tg *api.TaskGroup, d *api.RequestedDevice) {
+		n, count := 1, 1
+		if tg.Count != nil {
+			count = *tg.Count
+		}
+		if d.Count != nil {
+			n = int(*d.Count)
+		}
+		total += count * n
+	})
+	return total
+}
+
+// modelConstraint is the steering constraint for a model. A purely numeric
+// model name would be compared as a number by "=", so such names (and any
+// that starts like a number) use an anchored regexp instead.
+func modelConstraint(model string) *api.Constraint {
+	if model != "" && strings.ContainsRune("0123456789.-+", rune(model[0])) {
+		return &api.Constraint{LTarget: ModelAttribute, RTarget: "^" + regexp.QuoteMeta(model) + "$", Operand: "regexp"}
+	}
+	return &api.Constraint{LTarget: ModelAttribute, RTarget: model, Operand: "="}
+}
+
+// constraintModel reads back the model a steering constraint names, "" if
+// the constraint is not one modelConstraint writes.
+func constraintModel(c *api.Constraint) string {
+	if c == nil || c.LTarget != ModelAttribute {
+		return ""
+	}
+	switch c.Operand {
+	case "=", "==", "is":
+		return c.RTarget
+	case "regexp":
+		s := c.RTarget
+		if len(s) < 2 || s[0] != '^' || s[len(s)-1] != '$' {
+			return ""
+		}
+		s = s[1 : len(s)-1]
+		var b strings.Builder
+		for i := 0; i < len(s); i++ {
+			if s[i] == '\\' && i+1 < len(s) {
+				i++
+			} else if strings.ContainsRune(`.+*?()|[]{}^$`, rune(s[i])) {
+				return "" // a real pattern, not a quoted name
+			}
+			b.WriteByte(s[i])
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// SteeredModel returns the model the job's GPU requests are constrained to,
+// "" when they name none or disagree.
+func SteeredModel(job *api.Job) string {
+	model, first := "", true
+	eachGPURequest(job, func(_ *api.TaskGroup, d *api.RequestedDevice) {
+		m := ""
+		if parts := strings.Split(d.Name, "/"); len(parts) == 3 {
+			m = parts[2]
+		}
+		for _, c := range d.Constraints {
+			if cm := constraintModel(c); cm != "" {
+				m = cm
+			}
+		}
+		if first {
+			model, first = m, false
+		} else if m != model {
+			model = ""
+		}
+	})
+	return model
+}
+
+// Steer rewrites every GPU device request of the job to ask for model: any
+// model named in the request or constrained on ${device.model} is replaced
+// by one steering constraint. It returns an error when the job has no GPU
+// request to steer.
+func Steer(job *api.Job, model string) error {
+	n := 0
+	eachGPURequest(job, func(_ *api.TaskGroup, d *api.RequestedDevice) {
+		n++
+		if parts := strings.Split(d.Name, "/"); len(parts) == 3 {
+			d.Name = parts[0] + "/" + parts[1]
+		}
+		kept := d.Constraints[:0]
+		for _, c := range d.Constraints {
+			if c != nil && c.LTarget != ModelAttribute {
+				kept = append(kept, c)
+			}
+		}
+		d.Constraints = append(kept, modelConstraint(model))
+	})
+	if n == 0 {
+		return fmt.Errorf("job %q has no device \"nvidia/gpu\" request to steer to %q", deref(job.ID), model)
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

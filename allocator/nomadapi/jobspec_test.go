@@ -1,0 +1,143 @@
+package nomadapi
+
+import (
+	"testing"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-fft/nomad-fft/allocator/live"
+)
+
+func gpuJob(deviceName string, count uint64, groupCount int, cons ...*api.Constraint) *api.Job {
+	id := "train"
+	return &api.Job{
+		ID:          &id,
+		Constraints: []*api.Constraint{{LTarget: "${attr.kernel.name}", RTarget: "linux", Operand: "="}},
+		TaskGroups: []*api.TaskGroup{{
+			Count: &groupCount,
+			Tasks: []*api.Task{
+				{Name: "log", Resources: &api.Resources{}},
+				{Name: "train", Resources: &api.Resources{Devices: []*api.RequestedDevice{
+					{Name: deviceName, Count: &count, Constraints: cons},
+					{Name: "intel/fpga", Count: &count},
+				}}},
+			},
+		}},
+	}
+}
+
+func TestGate(t *testing.T) {
+	job := gpuJob("nvidia/gpu", 2, 1)
+	if Gated(job) {
+		t.Fatal("a fresh job is gated")
+	}
+	if !SetGate(job, true) || !Gated(job) || SetGate(job, true) {
+		t.Fatalf("SetGate(true): gated %v, constraints %v", Gated(job), job.Constraints)
+	}
+	if len(job.Constraints) != 2 {
+		t.Errorf("gating dropped or doubled constraints: %v", job.Constraints)
+	}
+	if !SetGate(job, false) || Gated(job) || SetGate(job, false) {
+		t.Fatalf("SetGate(false): gated %v", Gated(job))
+	}
+	if len(job.Constraints) != 1 || job.Constraints[0].LTarget != "${attr.kernel.name}" {
+		t.Errorf("lifting the gate touched other constraints: %v", job.Constraints)
+	}
+}
+
+func TestGPUDemand(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		job  *api.Job
+		want int
+	}{
+		{"vendor/type", gpuJob("nvidia/gpu", 2, 1), 2},
+		{"type only", gpuJob("gpu", 1, 1), 1},
+		{"with model", gpuJob("nvidia/gpu/Tesla V100-SXM2-16GB", 4, 1), 4},
+		{"group count", gpuJob("nvidia/gpu", 2, 3), 6},
+		{"other vendor", gpuJob("amd/gpu", 2, 1), 0},
+	} {
+		if got := GPUDemand(tc.job); got != tc.want {
+			t.Errorf("%s: GPUDemand = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestSteer(t *testing.T) {
+	for _, tc := range []struct {
+		name, device, model string
+		cons                []*api.Constraint
+		wantOp              string
+	}{
+		{"plain", "nvidia/gpu", "NVIDIA A100-SXM4-40GB", nil, "="},
+		{"replaces a model constraint", "nvidia/gpu", "Tesla V100-SXM2-16GB",
+			[]*api.Constraint{{LTarget: ModelAttribute, RTarget: "NVIDIA A100-SXM4-40GB", Operand: "="}}, "="},
+		{"named model", "nvidia/gpu/NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB", nil, "="},
+		{"numeric model", "nvidia/gpu", "1080", nil, "regexp"},
+		{"numeric with dots", "nvidia/gpu", "3.5 (x)", nil, "regexp"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			other := &api.Constraint{LTarget: "${device.attr.memory}", RTarget: "8 GiB", Operand: ">="}
+			job := gpuJob(tc.device, 2, 1, append(tc.cons, other)...)
+			if err := Steer(job, tc.model); err != nil {
+				t.Fatal(err)
+			}
+			if got := SteeredModel(job); got != tc.model {
+				t.Errorf("SteeredModel = %q, want %q", got, tc.model)
+			}
+			d := job.TaskGroups[0].Tasks[1].Resources.Devices[0]
+			if d.Name != "nvidia/gpu" {
+				t.Errorf("device name %q, want nvidia/gpu", d.Name)
+			}
+			var model []*api.Constraint
+			kept := false
+			for _, c := range d.Constraints {
+				if c.LTarget == ModelAttribute {
+					model = append(model, c)
+				}
+				kept = kept || c == other
+			}
+			if len(model) != 1 || model[0].Operand != tc.wantOp || !kept {
+				t.Errorf("constraints %v: want one %q model constraint and the memory one kept", d.Constraints, tc.wantOp)
+			}
+			// The FPGA request is not touched.
+			if fpga := job.TaskGroups[0].Tasks[1].Resources.Devices[1]; len(fpga.Constraints) != 0 {
+				t.Errorf("steered a non-GPU device: %v", fpga.Constraints)
+			}
+		})
+	}
+	if err := Steer(gpuJob("amd/gpu", 1, 1), "x"); err == nil {
+		t.Error("Steer of a job without a GPU request succeeded")
+	}
+	if got := constraintModel(&api.Constraint{LTarget: ModelAttribute, RTarget: "^A.*$", Operand: "regexp"}); got != "" {
+		t.Errorf("a real regexp read as model %q", got)
+	}
+}
+
+func TestObserveAllocs(t *testing.T) {
+	res := func(model string) *api.AllocatedResources {
+		return &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{
+			"train": {Devices: []*api.AllocatedDeviceResource{{Vendor: "nvidia", Type: "gpu", Name: model}}}}}
+	}
+	for _, tc := range []struct {
+		name      string
+		allocs    []*api.AllocationListStub
+		wantN     int
+		wantModel string
+		finished  bool
+	}{
+		{"none", nil, 0, "", false},
+		{"running", []*api.AllocationListStub{{ID: "a", DesiredStatus: "run", ClientStatus: "running", AllocatedResources: res("V")}}, 1, "V", false},
+		{"parked", []*api.AllocationListStub{{ID: "a", DesiredStatus: "stop", ClientStatus: "complete"}}, 0, "", false},
+		{"finished", []*api.AllocationListStub{{ID: "a", DesiredStatus: "run", ClientStatus: "complete"}}, 0, "", true},
+		{"moved", []*api.AllocationListStub{
+			{ID: "a", DesiredStatus: "stop", ClientStatus: "complete", AllocatedResources: res("V")},
+			{ID: "b", DesiredStatus: "run", ClientStatus: "pending", AllocatedResources: res("A")}}, 1, "A", false},
+	} {
+		j := live.Job{Model: "steered"}
+		observeAllocs(&j, tc.allocs)
+		if len(j.Allocs) != tc.wantN || j.RunningModel != tc.wantModel || j.Finished != tc.finished {
+			t.Errorf("%s: allocs %v model %q finished %v; want %d, %q, %v", tc.name, j.Allocs, j.RunningModel, j.Finished, tc.wantN, tc.wantModel, tc.finished)
+		}
+	}
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	consul "github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-hclog"
+	nomad "github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/nomadapi"
+	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
+)
+
+const usage = `Usage: fft-allocator [options]
+
+  Runs FFT rounds on a Nomad cluster: every round it reads GPU capacity and
+  the jobs that opt in with fft.* meta from Nomad, solves the round, starts,
+  steers and parks jobs through the Nomad API, and records the fairness
+  ledger and an audit record of the round in Consul KV.
+
+  Settings come from defaults, then the environment (NOMAD_ADDR,
+  NOMAD_TOKEN, NOMAD_CACERT, ..., CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN,
+  CONSUL_CACERT, ...), then flags; a flag overrides only when it is set.
+
+Options:
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+type flags struct {
+	nomadAddr, nomadToken   string
+	consulAddr, consulToken string
+	prefix                  string
+	round                   time.Duration
+	httpAddr                string
+	logLevel                string
+	logJSON                 bool
+	once                    bool
+	id                      string
+	leaderTTL               time.Duration
+}
+
+func parse(args []string, stderr io.Writer) (*flags, error) {
+	f := &flags{}
+	fs := flag.NewFlagSet("fft-allocator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&f.nomadAddr, "nomad-addr", "", "Nomad HTTP API address. Overrides NOMAD_ADDR (default http://127.0.0.1:4646).")
+	fs.StringVar(&f.nomadToken, "nomad-token", "", "Nomad ACL token. Overrides NOMAD_TOKEN.")
+	fs.StringVar(&f.consulAddr, "consul-addr", "", "Consul HTTP API address. Overrides CONSUL_HTTP_ADDR (default 127.0.0.1:8500).")
+	fs.StringVar(&f.consulToken, "consul-token", "", "Consul ACL token. Overrides CONSUL_HTTP_TOKEN.")
+	fs.StringVar(&f.prefix, "consul-prefix", consulstore.DefaultPrefix, "Consul KV prefix of the ledger and audit log, layout version included.")
+	fs.DurationVar(&f.round, "round", 300*time.Second, "Round length R.")
+	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:4650", "Address of the /v1/health, /v1/status and /v1/metrics endpoint; empty disables it.")
+	fs.StringVar(&f.logLevel, "log-level", "info", "Log level: trace, debug, info, warn or error.")
+	fs.BoolVar(&f.logJSON, "log-json", false, "Write logs as JSON.")
+	fs.BoolVar(&f.once, "once", false, "Run one round and exit (status 1 if it failed). It does not take the leader lock.")
+	host, _ := os.Hostname()
+	fs.StringVar(&f.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "This replica's name in the leader lock.")
+	fs.DurationVar(&f.leaderTTL, "leader-ttl", 15*time.Second, "TTL of the leader lock's Consul session (at least 10s): a standby takes over within it when the leader dies.")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if f.leaderTTL < consulstore.MinLeaderTTL {
+		return nil, fmt.Errorf("-leader-ttl=%s: want at least %s (Consul's minimum session TTL)", f.leaderTTL, consulstore.MinLeaderTTL)
+	}
+	if f.round < time.Second {
+		return nil, fmt.Errorf("-round=%s: want at least 1s", f.round)
+	}
+	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
+		return nil, fmt.Errorf("-log-level=%q: want trace, debug, info, warn or error", f.logLevel)
+	}
+	return f, nil
+}
+
+func run(args []string, stderr io.Writer) int {
+	f, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "fft-allocator: %v\n", err)
+		return 2
+	}
+	log := hclog.New(&hclog.LoggerOptions{
+		Name: "fft-allocator", Level: hclog.LevelFromString(f.logLevel), JSONFormat: f.logJSON, Output: stderr,
+	})
+
+	ncfg := nomad.DefaultConfig() // reads NOMAD_ADDR, NOMAD_TOKEN, NOMAD_CACERT, ...
+	if f.nomadAddr != "" {
+		ncfg.Address = f.nomadAddr
+	}
+	if f.nomadToken != "" {
+		ncfg.SecretID = f.nomadToken
+	}
+	nc, err := nomad.NewClient(ncfg)
+	if err != nil {
+		log.Error("creating the Nomad client", "address", ncfg.Address, "error", err)
+		return 1
+	}
+	ccfg := consul.DefaultConfig() // reads CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN, CONSUL_CACERT, ...
+	if f.consulAddr != "" {
+		ccfg.Address = strings.TrimPrefix(strings.TrimPrefix(f.consulAddr, "http://"), "https://")
+		if strings.HasPrefix(f.consulAddr, "https://") {
+			ccfg.Scheme = "https"
+		}
+	}
+	if f.consulToken != "" {
+		ccfg.Token = f.consulToken
+	}
+	cc, err := consul.NewClient(ccfg)
+	if err != nil {
+		log.Error("creating the Consul client", "address", ccfg.Address, "error", err)
+		return 1
+	}
+
+	cfg := allocator.DefaultConfig()
+	cfg.RoundSeconds = f.round.Seconds()
+	na := nomadapi.New(nc, log.Named("nomad"))
+	store := consulstore.New(cc, f.prefix).WithLog(log.Named("leader").Info)
+	svc := live.New(na, na, store, live.WithConfig(cfg), live.WithLogger(log))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if f.httpAddr != "" {
+		ln, err := net.Listen("tcp", f.httpAddr)
+		if err != nil {
+			log.Error("listening for the HTTP API", "address", f.httpAddr, "error", err)
+			return 1
+		}
+		srv := &http.Server{Handler: live.Handler(svc), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		log.Info("HTTP API listening", "address", ln.Addr().String())
+	}
+	log.Info("starting", "id", f.id, "nomad", ncfg.Address, "consul", ccfg.Address, "prefix", f.prefix, "round", f.round)
+	if f.once {
+		if _, err := svc.RunRound(ctx); err != nil {
+			return 1
+		}
+		return 0
+	}
+	// One replica runs rounds; the others wait for the lock.
+	_ = store.Lead(ctx, f.id, f.leaderTTL, func(lctx context.Context) {
+		svc.Lead(true)
+		defer svc.Lead(false)
+		_ = svc.Run(lctx, f.round)
+	})
+	log.Info("stopped")
+	return 0
+}

@@ -1,0 +1,226 @@
+package consulstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/nomad-fft/nomad-fft/allocator/live"
+)
+
+var _ live.Store = (*Store)(nil)
+
+// Layout is the version of the key layout below the prefix. A reader that
+// finds another layout refuses to guess.
+const Layout = 1
+
+// DefaultPrefix is where the store keeps its keys, version included.
+const DefaultPrefix = "nomad-fft/v1"
+
+// maxTxnOps is how many operations one Consul transaction carries; Consul
+// 1.16 refuses more than 128, and we keep room for the guard operations.
+const maxTxnOps = 64
+
+// The keys below the prefix:
+//
+//	<prefix>/ledger                 {"layout":1,"round":N}: the next round; its ModifyIndex is the CAS version
+//	<prefix>/jobs/<namespace>/<job> one live.JobRecord per job (JSON)
+//	<prefix>/rounds/<round>         one live.RoundRecord per round, the audit log (round zero-padded to 12 digits)
+//	<prefix>/leader                 the leader lock (see Lead); its value is the holder's id
+const (
+	keyLedger = "ledger"
+	dirJobs   = "jobs/"
+	dirRounds = "rounds/"
+)
+
+// Store is a live.Store over Consul KV.
+type Store struct {
+	client *api.Client
+	log    func(msg string, kv ...any)
+	kv     *api.KV
+	txn    *api.Txn
+	prefix string
+}
+
+// New returns a Store under prefix ("" means DefaultPrefix).
+func New(c *api.Client, prefix string) *Store {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return &Store{client: c, kv: c.KV(), txn: c.Txn(), prefix: strings.TrimSuffix(prefix, "/") + "/"}
+}
+
+// WithLog sets a function that receives the store's log lines (message and
+// key/value pairs, as hclog takes them) and returns the store.
+func (s *Store) WithLog(log func(msg string, kv ...any)) *Store {
+	s.log = log
+	return s
+}
+
+func (s *Store) logf(msg string, kv ...any) {
+	if s.log != nil {
+		s.log(msg, kv...)
+	}
+}
+
+type ledgerValue struct {
+	Layout int `json:"layout"`
+	Round  int `json:"round"`
+}
+
+// RoundKey returns the key of round n's record.
+func (s *Store) RoundKey(n int) string { return fmt.Sprintf("%s%s%012d", s.prefix, dirRounds, n) }
+
+// JobKey returns the key of a job's record ("namespace/job").
+func (s *Store) JobKey(id string) string { return s.prefix + dirJobs + id }
+
+// Load reads the ledger and every job record. An empty store is round 0.
+func (s *Store) Load(ctx context.Context) (*live.Ledger, error) {
+	q := (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx)
+	pair, _, err := s.kv.Get(s.prefix+keyLedger, q)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s%s: %w", s.prefix, keyLedger, err)
+	}
+	l := &live.Ledger{Jobs: map[string]live.JobRecord{}}
+	if pair != nil {
+		var v ledgerValue
+		if err := json.Unmarshal(pair.Value, &v); err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", pair.Key, err)
+		}
+		if v.Layout != Layout {
+			return nil, fmt.Errorf("%s has layout %d, this allocator reads layout %d", pair.Key, v.Layout, Layout)
+		}
+		l.Round, l.Version = v.Round, pair.ModifyIndex
+	}
+	pairs, _, err := s.kv.List(s.prefix+dirJobs, q)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s%s: %w", s.prefix, dirJobs, err)
+	}
+	for _, p := range pairs {
+		var r live.JobRecord
+		if err := json.Unmarshal(p.Value, &r); err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", p.Key, err)
+		}
+		l.Jobs[strings.TrimPrefix(p.Key, s.prefix+dirJobs)] = r
+	}
+	return l, nil
+}
+
+// Record writes the round record, the ledger and the job records that
+// changed. The first transaction sets the ledger only if it is still at
+// prev.Version and creates the round record only if that round has none, so
+// a round is never recorded twice; job records beyond what one transaction
+// carries follow in transactions guarded by the new ledger version.
+func (s *Store) Record(ctx context.Context, prev, next *live.Ledger, rec *live.RoundRecord) error {
+	ledger, err := json.Marshal(ledgerValue{Layout: Layout, Round: next.Round})
+	if err != nil {
+		return fmt.Errorf("encoding the ledger: %w", err)
+	}
+	round, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encoding round %d: %w", rec.Round, err)
+	}
+	jobOps, err := s.jobOps(prev.Jobs, next.Jobs)
+	if err != nil {
+		return err
+	}
+	ledgerKey := s.prefix + keyLedger
+	first := api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: ledgerKey, Value: ledger, Index: prev.Version}},
+		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: s.RoundKey(rec.Round), Value: round, Index: 0}},
+	}
+	n := min(len(jobOps), maxTxnOps-len(first))
+	first = append(first, jobOps[:n]...)
+	resp, err := s.run(ctx, first, fmt.Sprintf("recording round %d", rec.Round))
+	if err != nil {
+		return err
+	}
+	version := uint64(0)
+	for _, r := range resp.Results {
+		if r.KV != nil && r.KV.Key == ledgerKey {
+			version = r.KV.ModifyIndex
+		}
+	}
+	if version == 0 {
+		return fmt.Errorf("recording round %d: the transaction did not return the ledger's new index", rec.Round)
+	}
+	for rest := jobOps[n:]; len(rest) > 0; {
+		k := min(len(rest), maxTxnOps-1)
+		ops := append(api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: ledgerKey, Index: version}}}, rest[:k]...)
+		if _, err := s.run(ctx, ops, fmt.Sprintf("recording round %d's job records", rec.Round)); err != nil {
+			return err
+		}
+		rest = rest[k:]
+	}
+	next.Version = version
+	return nil
+}
+
+// jobOps returns set operations for records that changed and deletes for
+// records that are gone, sorted by key.
+func (s *Store) jobOps(prev, next map[string]live.JobRecord) (api.TxnOps, error) {
+	var ops api.TxnOps
+	for id, r := range next {
+		if old, ok := prev[id]; ok && reflect.DeepEqual(old, r) {
+			continue
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, fmt.Errorf("encoding job %q: %w", id, err)
+		}
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: s.JobKey(id), Value: b}})
+	}
+	for id := range prev {
+		if _, ok := next[id]; !ok {
+			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: s.JobKey(id)}})
+		}
+	}
+	sort.Slice(ops, func(a, b int) bool { return ops[a].KV.Key < ops[b].KV.Key })
+	return ops, nil
+}
+
+func (s *Store) run(ctx context.Context, ops api.TxnOps, what string) (*api.TxnResponse, error) {
+	ok, resp, _, err := s.txn.Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if !ok {
+		var msgs []string
+		stale := false
+		for _, e := range resp.Errors {
+			msgs = append(msgs, fmt.Sprintf("op %d: %s", e.OpIndex, e.What))
+			// Consul says only in words that a CAS or index check lost.
+			stale = stale || strings.Contains(e.What, "index")
+		}
+		if stale {
+			return nil, fmt.Errorf("%s: %w: %s", what, live.ErrConflict, strings.Join(msgs, "; "))
+		}
+		return nil, fmt.Errorf("%s: transaction refused: %s", what, strings.Join(msgs, "; "))
+	}
+	return resp, nil
+}
+
+// ErrNoRound means the audit log has no record of the round asked for.
+var ErrNoRound = errors.New("consulstore: no record of that round")
+
+// ReadRound returns round n's audit record.
+func (s *Store) ReadRound(ctx context.Context, n int) (*live.RoundRecord, error) {
+	pair, _, err := s.kv.Get(s.RoundKey(n), (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("reading round %d: %w", n, err)
+	}
+	if pair == nil {
+		return nil, fmt.Errorf("round %d: %w", n, ErrNoRound)
+	}
+	var rec live.RoundRecord
+	if err := json.Unmarshal(pair.Value, &rec); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", pair.Key, err)
+	}
+	return &rec, nil
+}

@@ -1,0 +1,235 @@
+package consulstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/fairness"
+)
+
+// consulBin finds the Consul agent: $FFT_CONSUL_BIN, `consul` on PATH, or
+// the one e2e/agents/build-consul.sh caches. Without one the test skips,
+// unless FFT_E2E=1.
+func consulBin(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("FFT_CONSUL_BIN"); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("consul"); err == nil {
+		return p
+	}
+	cached, _ := filepath.Abs("../../.cache/agents/consul-v1.16.1/consul")
+	if _, err := os.Stat(cached); err == nil {
+		return cached
+	}
+	if os.Getenv("FFT_E2E") == "1" {
+		t.Fatalf("FFT_E2E=1 but no Consul agent: FFT_CONSUL_BIN unset, no consul on PATH, %s missing (run e2e/agents/build-consul.sh)", cached)
+	}
+	t.Skipf("no Consul agent (run e2e/agents/build-consul.sh, or set FFT_E2E=1 to make this a failure)")
+	return ""
+}
+
+func freePorts(t *testing.T, n int) []int {
+	var ls []net.Listener
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// startConsul runs a dev agent on loopback ports and stops it when the test ends.
+func startConsul(t *testing.T) *api.Client {
+	bin := consulBin(t)
+	p := freePorts(t, 4)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1", "-data-dir", dir,
+		"-hcl", fmt.Sprintf(`ports { http = %d, server = %d, serf_lan = %d, serf_wan = %d, dns = -1, grpc = -1, grpc_tls = -1 }`, p[0], p[1], p[2], p[3]))
+	logf, _ := os.Create(filepath.Join(dir, "consul.log"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting consul: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "consul.log"))
+			t.Logf("consul log:\n%s", b)
+		}
+	})
+	c, err := api.NewClient(&api.Config{Address: fmt.Sprintf("127.0.0.1:%d", p[0])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if leader, err := c.Status().Leader(); err == nil && leader != "" {
+			if _, _, err := c.KV().Get("probe", nil); err == nil {
+				return c
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consul did not elect a leader in 30s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func record(id string, rho float64) live.JobRecord {
+	return live.JobRecord{JobState: fairness.JobState{Arrival: 0, Work: 10, Tau: 5, Rho: rho}, Status: live.StatusWaiting}
+}
+
+func TestStoreAgainstConsul(t *testing.T) {
+	c := startConsul(t)
+	ctx := context.Background()
+	s := New(c, "test/nomad-fft/v1")
+
+	l, err := s.Load(ctx)
+	if err != nil || l.Round != 0 || l.Version != 0 || len(l.Jobs) != 0 {
+		t.Fatalf("Load of an empty store = %+v, %v; want round 0, version 0", l, err)
+	}
+	// Round 0: two jobs, plus enough more to need several transactions.
+	next := &live.Ledger{Round: 1, Jobs: map[string]live.JobRecord{}}
+	for i := 0; i < 150; i++ {
+		next.Jobs[fmt.Sprintf("default/job-%03d", i)] = record("", float64(i))
+	}
+	rec := &live.RoundRecord{Round: 0, InputsDigest: "abc", Assignment: map[string]string{"default/job-001": "A100"},
+		Jobs: []live.JobAudit{{ID: "default/job-001", Model: "A100", RhoBefore: 0, RhoAfter: 0.5}}}
+	if err := s.Record(ctx, l, next, rec); err != nil {
+		t.Fatalf("Record round 0: %v", err)
+	}
+	if next.Version == 0 {
+		t.Fatal("Record did not set the new version")
+	}
+	got, err := s.Load(ctx)
+	if err != nil || got.Round != 1 || got.Version != next.Version || len(got.Jobs) != 150 || got.Jobs["default/job-007"].Rho != 7 {
+		t.Fatalf("Load after round 0 = round %d version %d (want %d), %d jobs, job-007 %+v, err %v",
+			got.Round, got.Version, next.Version, len(got.Jobs), got.Jobs["default/job-007"], err)
+	}
+	back, err := s.ReadRound(ctx, 0)
+	if err != nil || back.InputsDigest != "abc" || back.Jobs[0].RhoAfter != 0.5 {
+		t.Fatalf("ReadRound(0) = %+v, %v", back, err)
+	}
+
+	// A stale writer (still at the empty store's version) loses and writes nothing.
+	stale := &live.Ledger{Round: 1, Jobs: map[string]live.JobRecord{"default/intruder": record("", 1)}}
+	err = s.Record(ctx, l, stale, &live.RoundRecord{Round: 0, InputsDigest: "other"})
+	if !errors.Is(err, live.ErrConflict) {
+		t.Fatalf("stale Record: err = %v, want ErrConflict", err)
+	}
+	if pair, _, _ := c.KV().Get(s.JobKey("default/intruder"), nil); pair != nil {
+		t.Errorf("a lost CAS wrote job %s", pair.Key)
+	}
+	if back, _ := s.ReadRound(ctx, 0); back.InputsDigest != "abc" {
+		t.Errorf("a lost CAS replaced round 0's record: %+v", back)
+	}
+
+	// Round 1 from the current version: one job changes, one leaves.
+	cur, _ := s.Load(ctx)
+	next2 := &live.Ledger{Round: 2, Jobs: map[string]live.JobRecord{}}
+	for id, r := range cur.Jobs {
+		next2.Jobs[id] = r
+	}
+	delete(next2.Jobs, "default/job-000")
+	r := next2.Jobs["default/job-001"]
+	r.Rho, r.Status = 0.25, live.StatusRunning
+	next2.Jobs["default/job-001"] = r
+	if err := s.Record(ctx, cur, next2, &live.RoundRecord{Round: 1}); err != nil {
+		t.Fatalf("Record round 1: %v", err)
+	}
+	got, _ = s.Load(ctx)
+	if _, ok := got.Jobs["default/job-000"]; ok || got.Jobs["default/job-001"].Rho != 0.25 || got.Round != 2 {
+		t.Errorf("after round 1: job-000 kept %v, job-001 %+v, round %d", ok, got.Jobs["default/job-001"], got.Round)
+	}
+	if _, err := s.ReadRound(ctx, 9); !errors.Is(err, ErrNoRound) {
+		t.Errorf("ReadRound of a missing round: %v", err)
+	}
+	// Keys live under the versioned prefix.
+	keys, _, _ := c.KV().Keys("test/nomad-fft/v1/", "", nil)
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "test/nomad-fft/v1/ledger") && !strings.HasPrefix(k, "test/nomad-fft/v1/jobs/") && !strings.HasPrefix(k, "test/nomad-fft/v1/rounds/") && !strings.HasPrefix(k, "test/nomad-fft/v1/leader") {
+			t.Errorf("unexpected key %q", k)
+		}
+	}
+}
+
+func TestLeadAgainstConsul(t *testing.T) {
+	c := startConsul(t)
+	a, b := New(c, "test/lead/v1"), New(c, "test/lead/v1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	ctxA, stopA := context.WithCancel(ctx)
+	aRunning, aDone := make(chan struct{}), make(chan error, 1)
+	go func() {
+		aDone <- a.Lead(ctxA, "replica-a", MinLeaderTTL, func(run context.Context) {
+			close(aRunning)
+			<-run.Done()
+		})
+	}()
+	select {
+	case <-aRunning:
+	case <-time.After(20 * time.Second):
+		t.Fatal("replica a did not get the lock")
+	}
+	bRunning, bDone := make(chan struct{}), make(chan error, 1)
+	go func() {
+		bDone <- b.Lead(ctx, "replica-b", MinLeaderTTL, func(run context.Context) {
+			close(bRunning)
+			<-run.Done()
+		})
+	}()
+	select {
+	case <-bRunning:
+		t.Fatal("replica b runs while a holds the lock")
+	case <-time.After(2 * time.Second):
+	}
+	if id, err := a.Leader(ctx); err != nil || id != "replica-a" {
+		t.Errorf("Leader = %q, %v; want replica-a", id, err)
+	}
+	// a stops (releasing the lock): b takes over.
+	stopA()
+	if err := <-aDone; !errors.Is(err, context.Canceled) {
+		t.Errorf("a.Lead returned %v", err)
+	}
+	select {
+	case <-bRunning:
+	case <-time.After(20 * time.Second):
+		t.Fatal("replica b did not take over")
+	}
+	if id, _ := b.Leader(ctx); id != "replica-b" {
+		t.Errorf("Leader = %q, want replica-b", id)
+	}
+	cancel()
+	<-bDone
+}
