@@ -125,7 +125,7 @@ func Parse(meta map[string]string, gpus int) (*Spec, error) {
 	}
 	sort.Strings(unknown)
 	for _, k := range unknown {
-		bad(k, meta[k], "no such key; the fft. keys are fft.work, fft.work_unit, fft.throughput, fft.state_size, fft.user, fft.weight")
+		bad(k, meta[k], "one of fft.work, fft.work_unit, fft.throughput, fft.state_size, fft.user, fft.weight (this key is unknown)")
 	}
 
 	s := &Spec{WorkUnit: DefaultWorkUnit, Weight: 1, GPUs: gpus}

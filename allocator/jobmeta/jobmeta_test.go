@@ -92,7 +92,7 @@ func TestParseErrors(t *testing.T) {
 		{"zero weight", meta(KeyWeight, "0"), 1, KeyWeight, "0", "> 0"},
 		{"blank user", meta(KeyUser, "  "), 1, KeyUser, "  ", "user or tenant name"},
 		{"control character unit", meta(KeyWorkUnit, "ep\x00ochs"), 1, KeyWorkUnit, "ep\x00ochs", "printable"},
-		{"unknown key", meta("fft.troughput", "A100=2"), 1, "fft.troughput", "A100=2", "no such key"},
+		{"unknown key", meta("fft.troughput", "A100=2"), 1, "fft.troughput", "A100=2", "this key is unknown"},
 		{"no GPUs", meta(), 0, KeyGPUs, "0", `device "nvidia/gpu" block`},
 		{"too many GPUs", meta(), MaxGPUs + 1, KeyGPUs, "65537", "count is 1 to 65536"},
 	} {

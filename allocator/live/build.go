@@ -34,7 +34,10 @@ type problem struct {
 // round t. A job that no model with capacity can run (its throughput names
 // no model present, or every such model has fewer GPUs than it needs) is
 // kept out of the instance and of the fairness ledger, and marked no-fit.
-func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, cfg allocator.Config) *problem {
+//
+// progress holds the work done that jobs reported (nil: none); a report
+// replaces the ledger's estimate.
+func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map[string]float64, cfg allocator.Config) *problem {
 	pr := &problem{records: make(map[string]JobRecord, len(snap.Jobs)), noFit: map[string]string{}}
 	capacity := make(map[string]int, len(snap.Models))
 	for _, m := range snap.Models {
@@ -55,11 +58,17 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, cfg allocato
 		if !seen {
 			rec = JobRecord{JobState: fairness.JobState{Arrival: t, Work: j.Spec.Work}, Status: StatusWaiting}
 		}
+		if done, ok := progress[j.ID]; ok && done >= 0 && !math.IsInf(done, 0) {
+			rec.Done = done
+		}
 		if seen && rec.Tau > 0 && (rec.Status == StatusWaiting || rec.Status == StatusRunning) {
 			fs.Jobs[j.ID] = rec.JobState
 		}
 		if j.Finished {
 			rec.Status = StatusFinished
+			if j.Failed {
+				rec.Status = StatusFailed
+			}
 			pr.records[j.ID] = rec
 			continue
 		}

@@ -64,7 +64,7 @@ func writeMetrics(w http.ResponseWriter, st Status) {
 		metric("fft_solve_seconds", "gauge", "Solve phase of the last recorded round.", num(last.SolveSeconds))
 		metric("fft_round", "gauge", "Number of the last recorded round.", num(float64(last.Round)))
 	}
-	states := map[string]int{StatusWaiting: 0, StatusRunning: 0, StatusFinished: 0, StatusNoFit: 0}
+	states := map[string]int{StatusWaiting: 0, StatusRunning: 0, StatusFinished: 0, StatusFailed: 0, StatusNoFit: 0}
 	var rho []string
 	ids := make([]string, 0, len(st.Jobs))
 	for id := range st.Jobs {
@@ -79,7 +79,7 @@ func writeMetrics(w http.ResponseWriter, st Status) {
 		}
 	}
 	var lines []string
-	for _, k := range []string{StatusWaiting, StatusRunning, StatusFinished, StatusNoFit} {
+	for _, k := range []string{StatusWaiting, StatusRunning, StatusFinished, StatusFailed, StatusNoFit} {
 		lines = append(lines, fmt.Sprintf("{state=%q} %d", k, states[k]))
 	}
 	metric("fft_jobs", "gauge", "Jobs in the ledger by state.", lines...)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
+	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
 const (
@@ -325,7 +326,7 @@ func TestNoFitReasons(t *testing.T) {
 			newJob("ok").TP(a100, 1).TP("H100", 2).Obj(),
 		},
 	}
-	pr := buildProblem(0, snap, nil, allocator.DefaultConfig())
+	pr := buildProblem(0, snap, nil, nil, allocator.DefaultConfig())
 	want := map[string]string{
 		"default/unknown": `fft.throughput = "H100=3" names no GPU model of the cluster; the cluster has NVIDIA A100-SXM4-40GB (2 GPUs)`,
 		"default/big":     `device "nvidia/gpu" count = 8: more GPUs than any model named in fft.throughput has; the cluster has NVIDIA A100-SXM4-40GB (2 GPUs)`,
@@ -339,5 +340,63 @@ func TestNoFitReasons(t *testing.T) {
 	}
 	if err := pr.instance.Validate(); err != nil {
 		t.Errorf("built instance is invalid: %v", err)
+	}
+}
+
+func TestFinishedAndFailedLeaveTheLedger(t *testing.T) {
+	done := newJob("done").TP(a100, 1).Finished().Obj()
+	failed := newJob("failed").TP(a100, 1).Finished().Obj()
+	failed.Failed = true
+	prev := map[string]JobRecord{
+		"default/done":   {JobState: fairness.JobState{Work: 10, Tau: 5, Rho: 1}, Status: StatusRunning},
+		"default/failed": {JobState: fairness.JobState{Work: 10, Tau: 5, Rho: 2}, Status: StatusRunning},
+	}
+	pr := buildProblem(3, &Snapshot{Models: []allocator.Model{{Name: a100, GPUs: 1}}, Jobs: []Job{done, failed}}, prev, nil, allocator.DefaultConfig())
+	if pr.records["default/done"].Status != StatusFinished || pr.records["default/failed"].Status != StatusFailed {
+		t.Errorf("records %+v: want finished and failed", pr.records)
+	}
+	if len(pr.instance.Jobs) != 0 || len(pr.instance.Fairness.Jobs) != 0 {
+		t.Errorf("ended jobs are still in the round: %+v, ledger %+v", pr.instance.Jobs, pr.instance.Fairness.Jobs)
+	}
+}
+
+// progressStore is a memStore whose jobs report progress.
+type progressStore struct {
+	memStore
+	reports map[string]float64
+}
+
+func (p *progressStore) Progress(context.Context) (map[string]float64, error) { return p.reports, nil }
+
+func TestReportedProgressReplacesTheEstimate(t *testing.T) {
+	fc := &fakeCluster{models: []allocator.Model{{Name: a100, GPUs: 1}},
+		jobs: map[string]*Job{"default/a": ptr(newJob("a").TP(a100, 1).Obj())}}
+	st := &progressStore{reports: map[string]float64{}}
+	s := New(fc, fc, st)
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		if _, err := s.RunRound(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := st.ledger.Jobs["default/a"].Done; got != 2 {
+		t.Fatalf("estimated progress after 2 rounds at 1 per round = %g, want 2", got)
+	}
+	// The job reports it is further along (or behind): the report wins, and the round adds
+	// its own estimate on top until the next report.
+	st.reports["default/a"] = 7
+	if _, err := s.RunRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.ledger.Jobs["default/a"].Done; got != 8 {
+		t.Errorf("progress after a report of 7 and one more round = %g, want 8", got)
+	}
+	// Bad reports are ignored.
+	st.reports["default/a"] = -1
+	if _, err := s.RunRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.ledger.Jobs["default/a"].Done; got != 9 {
+		t.Errorf("progress after a negative report = %g, want 9 (the estimate)", got)
 	}
 }

@@ -185,11 +185,19 @@ func (s *Service) round(ctx context.Context) (*RoundRecord, error) {
 	for _, inv := range snap.Invalid {
 		log.Warn("job rejected: bad fft. meta; left untouched", "job", inv.ID, "error", inv.Err)
 	}
+	var progress map[string]float64
+	if pr, ok := s.store.(ProgressReader); ok {
+		p, err := pr.Progress(ctx)
+		if err != nil {
+			log.Warn("reading progress reports failed; using estimates", "error", err)
+		}
+		progress = p
+	}
 
 	// 2. Build the problem: reconcile the ledger with the jobs present.
 	var pr *problem
 	_ = timed(2, "build", func() error {
-		pr = buildProblem(t, snap, prev.Jobs, s.opts.cfg)
+		pr = buildProblem(t, snap, prev.Jobs, progress, s.opts.cfg)
 		return nil
 	})
 	for id, why := range pr.noFit {

@@ -27,8 +27,10 @@ type Job struct {
 	// finished (pending or running); RunningModel is the GPU model they hold.
 	Allocs       []string
 	RunningModel string
-	// Finished is true once an allocation the job meant to run completed.
+	// Finished is true once an allocation the job meant to run completed,
+	// or, with Failed, once one failed and Nomad gave the job up (dead).
 	Finished bool
+	Failed   bool
 }
 
 // Invalid is a job that opts in with fft.* meta but breaks the contract. It
@@ -77,8 +79,9 @@ type ApplyResult struct {
 // what the allocator tracks across rounds.
 type JobRecord struct {
 	fairness.JobState
-	// Done is the estimated progress in work units (time run times the
-	// declared throughput, until progress reports exist).
+	// Done is the progress in work units: the job's last report plus the
+	// rounds run since then times the declared throughput (the estimate
+	// alone when the job never reports).
 	Done      float64 `json:"done"`
 	LastModel string  `json:"last_model,omitempty"`
 	Switches  int     `json:"switches"`
@@ -92,6 +95,7 @@ const (
 	StatusWaiting  = "waiting"
 	StatusRunning  = "running"
 	StatusFinished = "finished"
+	StatusFailed   = "failed"
 	StatusNoFit    = "no-fit"
 )
 
@@ -147,6 +151,13 @@ type Store interface {
 	// wrapping ErrConflict and writes nothing. On success it sets
 	// next.Version.
 	Record(ctx context.Context, prev, next *Ledger, rec *RoundRecord) error
+}
+
+// ProgressReader is an optional Store interface (found by type assertion):
+// the progress jobs report themselves, in work units done, by job ID. A
+// reported value replaces the estimate.
+type ProgressReader interface {
+	Progress(ctx context.Context) (map[string]float64, error)
 }
 
 // ErrConflict means a check-and-set write found newer data than expected.

@@ -65,6 +65,7 @@ func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	present := map[string]bool{}
+	dead := map[string]bool{}
 	var managed []*api.Job
 	for _, s := range stubs {
 		if s.Stop || s.Type == "system" || s.Type == "sysbatch" {
@@ -72,6 +73,7 @@ func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
 		}
 		key := jobKey(s.Namespace, s.ID)
 		present[key] = true
+		dead[key] = s.Status == "dead"
 		job := c.jobs[key]
 		if job == nil || job.JobModifyIndex == nil || *job.JobModifyIndex != s.JobModifyIndex {
 			job, _, err = c.nomad.Jobs().Info(s.ID, (&api.QueryOptions{Namespace: s.Namespace}).WithContext(ctx))
@@ -119,7 +121,7 @@ func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
 		if job.JobModifyIndex != nil {
 			j.ModifyIndex = *job.JobModifyIndex
 		}
-		observeAllocs(&j, byJob[key])
+		observeAllocs(&j, byJob[key], dead[key])
 		snap.Jobs = append(snap.Jobs, j)
 	}
 	sort.Slice(snap.Jobs, func(a, b int) bool { return snap.Jobs[a].ID < snap.Jobs[b].ID })
@@ -129,10 +131,11 @@ func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
 
 // observeAllocs fills the job's live allocations, the model they hold and
 // whether the job finished: an allocation Nomad meant to run completed and
-// none is left running. A stopped allocation (desired status stop, as a
-// park leaves it) is not a finish.
-func observeAllocs(j *live.Job, allocs []*api.AllocationListStub) {
-	completed := false
+// none is left running, or one failed (or was lost), none replaces it and
+// Nomad marks the job dead. A stopped allocation (desired status stop, as a
+// park leaves it) is neither.
+func observeAllocs(j *live.Job, allocs []*api.AllocationListStub, dead bool) {
+	completed, failed := false, false
 	sort.Slice(allocs, func(a, b int) bool { return allocs[a].ID < allocs[b].ID })
 	for _, a := range allocs {
 		if a.DesiredStatus != api.AllocDesiredStatusRun {
@@ -146,12 +149,20 @@ func observeAllocs(j *live.Job, allocs []*api.AllocationListStub) {
 			}
 		case api.AllocClientStatusComplete:
 			completed = true
+		case api.AllocClientStatusFailed, api.AllocClientStatusLost:
+			failed = true
 		}
 	}
 	if len(j.Allocs) > 0 && j.RunningModel == "" {
 		j.RunningModel = j.Model // the list did not carry resources
 	}
-	j.Finished = completed && len(j.Allocs) == 0
+	switch {
+	case len(j.Allocs) > 0:
+	case completed:
+		j.Finished = true
+	case failed && dead:
+		j.Finished, j.Failed = true, true
+	}
 }
 
 func allocModel(a *api.AllocationListStub) string {
@@ -266,8 +277,9 @@ func (c *Client) apply(ctx context.Context, ch live.Change, res *live.ApplyResul
 		_, _, err := c.nomad.Jobs().EnforceRegister(job, j.ModifyIndex, wq)
 		res.Calls++
 		if err != nil {
-			// Nomad reports a lost check-and-set only in the message.
-			if strings.Contains(err.Error(), "job modify index") {
+			// Nomad reports a lost check-and-set only in the message (its
+			// own CLI tests for the same prefix).
+			if strings.Contains(err.Error(), api.RegisterEnforceIndexErrPrefix) {
 				return fmt.Errorf("%w: %v", errConflict, err)
 			}
 			return fmt.Errorf("registering: %w", err)

@@ -40,7 +40,7 @@ func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/v1/jobs" && r.Method == http.MethodGet:
 		var stubs []*api.JobListStub
 		for _, j := range f.jobs {
-			stubs = append(stubs, &api.JobListStub{ID: *j.ID, Namespace: *j.Namespace, Type: *j.Type, JobModifyIndex: *j.JobModifyIndex})
+			stubs = append(stubs, &api.JobListStub{ID: *j.ID, Namespace: *j.Namespace, Type: *j.Type, JobModifyIndex: *j.JobModifyIndex, Status: "pending"})
 		}
 		send(stubs)
 	case strings.HasPrefix(r.URL.Path, "/v1/job/") && r.Method == http.MethodGet:

@@ -125,19 +125,27 @@ func TestObserveAllocs(t *testing.T) {
 		wantN     int
 		wantModel string
 		finished  bool
+		dead      bool
+		failed    bool
 	}{
-		{"none", nil, 0, "", false},
-		{"running", []*api.AllocationListStub{{ID: "a", DesiredStatus: "run", ClientStatus: "running", AllocatedResources: res("V")}}, 1, "V", false},
-		{"parked", []*api.AllocationListStub{{ID: "a", DesiredStatus: "stop", ClientStatus: "complete"}}, 0, "", false},
-		{"finished", []*api.AllocationListStub{{ID: "a", DesiredStatus: "run", ClientStatus: "complete"}}, 0, "", true},
+		{"none", nil, 0, "", false, false, false},
+		{"running", []*api.AllocationListStub{{ID: "a", DesiredStatus: "run", ClientStatus: "running", AllocatedResources: res("V")}}, 1, "V", false, false, false},
+		{"parked", []*api.AllocationListStub{{ID: "a", DesiredStatus: "stop", ClientStatus: "complete"}}, 0, "", false, true, false},
+		{"finished", []*api.AllocationListStub{{ID: "a", DesiredStatus: "run", ClientStatus: "complete"}}, 0, "", true, true, false},
+		{"failed, rescheduling", []*api.AllocationListStub{{ID: "a", DesiredStatus: "run", ClientStatus: "failed"}}, 0, "", false, false, false},
+		{"failed, dead", []*api.AllocationListStub{{ID: "a", DesiredStatus: "run", ClientStatus: "failed"}}, 0, "", true, true, true},
+		{"failed, replaced", []*api.AllocationListStub{
+			{ID: "a", DesiredStatus: "run", ClientStatus: "failed"},
+			{ID: "b", DesiredStatus: "run", ClientStatus: "running", AllocatedResources: res("V")}}, 1, "V", false, false, false},
 		{"moved", []*api.AllocationListStub{
 			{ID: "a", DesiredStatus: "stop", ClientStatus: "complete", AllocatedResources: res("V")},
-			{ID: "b", DesiredStatus: "run", ClientStatus: "pending", AllocatedResources: res("A")}}, 1, "A", false},
+			{ID: "b", DesiredStatus: "run", ClientStatus: "pending", AllocatedResources: res("A")}}, 1, "A", false, false, false},
 	} {
 		j := live.Job{Model: "steered"}
-		observeAllocs(&j, tc.allocs)
-		if len(j.Allocs) != tc.wantN || j.RunningModel != tc.wantModel || j.Finished != tc.finished {
-			t.Errorf("%s: allocs %v model %q finished %v; want %d, %q, %v", tc.name, j.Allocs, j.RunningModel, j.Finished, tc.wantN, tc.wantModel, tc.finished)
+		observeAllocs(&j, tc.allocs, tc.dead)
+		if len(j.Allocs) != tc.wantN || j.RunningModel != tc.wantModel || j.Finished != tc.finished || j.Failed != tc.failed {
+			t.Errorf("%s: allocs %v model %q finished %v failed %v; want %d, %q, %v, %v",
+				tc.name, j.Allocs, j.RunningModel, j.Finished, j.Failed, tc.wantN, tc.wantModel, tc.finished, tc.failed)
 		}
 	}
 }

@@ -84,7 +84,9 @@ func (p *FFT) Instance(s *Snapshot) *allocator.Instance {
 	}
 	for k := range s.Jobs {
 		j := &s.Jobs[k]
-		if _, ok := p.state.Jobs[j.ID]; !ok {
+		if _, ok := p.state.Jobs[j.ID]; !ok || !fitsAny(s, j) {
+			// Not admitted, or no model can take it this round (capacity
+			// shrank): it waits; the engine rejects such jobs outright.
 			continue
 		}
 		in.Jobs = append(in.Jobs, allocator.Job{
@@ -157,4 +159,13 @@ func (p *FFT) PolicyStats() map[string]float64 {
 // Observe advances the ledger with the work each job got (work units).
 func (p *FFT) Observe(s *Snapshot, _ Assignment, achieved map[string]float64) {
 	p.state.Advance(s.Round, achieved)
+}
+
+func fitsAny(s *Snapshot, j *Job) bool {
+	for i := range s.Models {
+		if j.Fits(&s.Models[i]) {
+			return true
+		}
+	}
+	return false
 }

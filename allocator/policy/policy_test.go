@@ -101,10 +101,6 @@ func TestPoliciesRespectRules(t *testing.T) {
 			}
 			a, err := p.Schedule(context.Background(), b.obj())
 			if err != nil {
-				if name == FFTName || name == FFTRemainingName {
-					t.Logf("%s: %v (round engine not ready?)", name, err)
-					break
-				}
 				t.Fatalf("%s round %d: %v", name, round, err)
 			}
 			if err := Check(b.obj(), a); err != nil {

@@ -12,8 +12,13 @@ import "math"
 // then Bellman-Ford over M+2 nodes, and the cheapest item per hop comes
 // from a sorted list (S -> b; supply only shrinks) or a lazy heap (a -> b).
 
-// relTol is the relative slack below which two path costs are treated as
-// equal; it stops float noise from producing zero-length improvements.
+// relTol times the magnitude of a path cost's terms is the slack below
+// which two path costs count as equal. Path costs are sums and differences
+// of unit costs, so their rounding error scales with the largest term that
+// went into them, not with the result: a tolerance relative to the result
+// let float noise turn a zero-cost cycle of moves into an "improvement" (a
+// regression test keeps the instance, from the simulator, where it did).
+// Each label therefore carries the largest magnitude met on its way.
 const relTol = 1e-12
 
 type heapEntry struct {
@@ -91,6 +96,13 @@ type lpSolution struct {
 	nu    float64
 	bound float64
 	augs  int
+	// optimal: primal and dual agree. Only a stalled or noisy solve is not;
+	// its bound is still valid, its flow still feasible.
+	optimal bool
+	stalled bool
+	// valueMag and boundMag sum the magnitudes of the terms of value and
+	// bound; noise is the rounding their agreement is allowed.
+	valueMag, boundMag, noise float64
 }
 
 type lpSolver struct {
@@ -108,6 +120,8 @@ type lpSolver struct {
 	predJob  []int32
 	// dirty marks models whose a -> b hop weights must be refreshed.
 	dirty []bool
+	// mag[v] is the largest magnitude among the terms of dist[v].
+	mag []float64
 }
 
 // solveLP solves the relaxation of p exactly (up to float rounding).
@@ -140,6 +154,7 @@ func solveLP(p *Problem, warm []int) *lpSolution {
 	for i := range s.dirty {
 		s.dirty[i] = true
 	}
+	s.mag = make([]float64, m+3)
 	for k, c := range p.Cost {
 		s.unit[k] = math.Inf(1)
 		if j, i := k/m, k%m; !math.IsInf(c, 1) && p.Size[j] <= p.Capacity[i] {
@@ -161,15 +176,25 @@ func solveLP(p *Problem, warm []int) *lpSolution {
 	}
 	s.run()
 	s.duals()
-	if warm != nil && math.Abs(s.sol.value-s.sol.bound) > warmTol*math.Max(1, math.Abs(s.sol.value)) {
+	// Primal and dual can only agree to within the rounding of their
+	// terms, however small the values themselves are.
+	s.sol.noise = noiseTol * (s.sol.valueMag + s.sol.boundMag)
+	agree := optTol*math.Abs(s.sol.value) + s.sol.noise
+	s.sol.optimal = !s.sol.stalled && math.Abs(s.sol.value-s.sol.bound) <= agree
+	if warm != nil && !s.sol.optimal {
 		return nil
 	}
 	return s.sol
 }
 
-// warmTol is the relative primal-dual disagreement above which a warm
-// start is taken as not optimal (cold solves agree to rounding, ~1e-14).
-const warmTol = 1e-10
+// optTol is the relative primal-dual disagreement above which an LP
+// answer is taken as not optimal (solves agree to rounding, ~1e-14), and
+// noiseTol the per-term rounding allowance when costs differ widely in
+// magnitude (value small, terms large).
+const (
+	optTol   = 1e-10
+	noiseTol = 1e-13
+)
 
 // start loads a starting flow and indexes its items for moves.
 func (s *lpSolver) start(warm []int) {
@@ -217,11 +242,13 @@ func (s *lpSolver) edges() {
 	}
 }
 
-func improves(nd, old float64) bool {
+// improves reports whether label nd, whose terms reach magnitude mag, is
+// really below old (whose terms reach oldMag), beyond rounding.
+func improves(nd, mag, old, oldMag float64) bool {
 	if math.IsInf(old, 1) {
 		return !math.IsInf(nd, 1)
 	}
-	return nd < old-relTol*(1+math.Abs(old))
+	return nd < old-relTol*math.Max(mag, oldMag)
 }
 
 // shortest runs Bellman-Ford from S over the model graph and returns the
@@ -231,6 +258,7 @@ func (s *lpSolver) shortest() (int, float64) {
 	inf := math.Inf(1)
 	for i := 0; i < m; i++ {
 		s.dist[i] = s.wS[i]
+		s.mag[i] = math.Abs(s.wS[i])
 		s.predNode[i], s.predJob[i] = m, -1
 		if !math.IsInf(s.wS[i], 1) {
 			s.predJob[i] = s.srcs[i][0].j
@@ -247,8 +275,10 @@ func (s *lpSolver) shortest() (int, float64) {
 				if a == b || math.IsInf(w, 1) {
 					continue
 				}
-				if nd := s.dist[a] + w; improves(nd, s.dist[b]) {
-					s.dist[b] = nd
+				nd := s.dist[a] + w
+				mag := math.Max(s.mag[a], math.Abs(w))
+				if improves(nd, mag, s.dist[b], s.mag[b]) {
+					s.dist[b], s.mag[b] = nd, mag
 					s.predNode[b], s.predJob[b] = a, s.heaps[a*m+b][0].j
 					changed = true
 				}
@@ -269,26 +299,44 @@ func (s *lpSolver) shortest() (int, float64) {
 
 // run augments along shortest paths until usage reaches MinUsage and no
 // path has negative cost, or no path is left.
+//
+// A cycle in the shortest-path tree means a negative cycle of moves: the
+// flow is not min-cost for its value (a warm start can be so; float noise
+// could make a cold one so). The cycle is cancelled, which lowers the cost
+// and keeps usage, and the search goes on; maxCancels bounds this.
 func (s *lpSolver) run() {
 	m, sol, p := s.m, s.sol, s.p
 	path := make([]int, 0, m+1)
-	for {
+	seen := make([]int, m)
+	for cancels := 0; ; {
 		s.edges()
 		last, cost := s.shortest()
 		if last < 0 {
 			break
 		}
-		nonNeg := cost >= -relTol*(1+math.Abs(cost))
+		nonNeg := cost >= -relTol*s.mag[max(last, 0)]
 		if sol.total >= p.MinUsage && nonNeg {
 			break
 		}
 		// Walk back from the last model to S; collect the models.
 		path = path[:0]
+		clear(seen)
+		cycle := -1
 		for v := last; v != m; v = s.predNode[v] {
-			path = append(path, v)
-			if len(path) > m {
-				panic("solver: cycle in shortest-path tree")
+			if seen[v] > 0 {
+				cycle = v
+				break
 			}
+			seen[v] = 1
+			path = append(path, v)
+		}
+		if cycle >= 0 {
+			if cancels++; cancels > maxCancels {
+				sol.stalled = true
+				break
+			}
+			s.cancel(cycle)
+			continue
 		}
 		first := path[len(path)-1]
 		j0 := int(s.predJob[first])
@@ -316,10 +364,38 @@ func (s *lpSolver) run() {
 	}
 	sol.feasible = sol.total >= p.MinUsage
 	// Recompute the value from the flows: the sum of path costs drifts.
-	sol.value = 0
+	sol.value, sol.valueMag = 0, 0
 	for k, f := range sol.flow {
 		if f > 0 {
 			sol.value += float64(f) * s.unit[k]
+			sol.valueMag += float64(f) * math.Abs(s.unit[k])
+		}
+	}
+}
+
+// maxCancels bounds cycle cancellations in one LP; past it the LP gives up
+// and reports itself not optimal rather than loop on float noise.
+const maxCancels = 1000
+
+// cancel pushes flow around the negative cycle of moves through model v
+// (each node's tree edge moves one item from its parent model to it).
+func (s *lpSolver) cancel(v int) {
+	m, sol := s.m, s.sol
+	delta := math.MaxInt
+	for u := v; ; {
+		a := s.predNode[u]
+		delta = min(delta, sol.flow[int(s.predJob[u])*m+a])
+		if u = a; u == v {
+			break
+		}
+	}
+	for u := v; ; {
+		j, a := int(s.predJob[u]), s.predNode[u]
+		sol.flow[j*m+a] -= delta
+		s.dirty[a] = true
+		s.add(j, u, delta)
+		if u = a; u == v {
+			break
 		}
 	}
 }
@@ -386,14 +462,17 @@ func (s *lpSolver) duals() {
 	for k := range pi {
 		pi[k] = 0 // root -> every node at cost 0
 	}
+	mag := s.mag[:m+2]
+	clear(mag)
 	for pass := 0; pass < m+2; pass++ {
 		changed := false
 		for _, a := range arcs {
 			if math.IsInf(a.w, 1) {
 				continue
 			}
-			if nd := pi[a.u] + a.w; improves(nd, pi[a.v]) {
-				pi[a.v] = nd
+			nd, ndMag := pi[a.u]+a.w, math.Max(mag[a.u], math.Abs(a.w))
+			if improves(nd, ndMag, pi[a.v], mag[a.v]) {
+				pi[a.v], mag[a.v] = nd, ndMag
 				changed = true
 			}
 		}
@@ -407,28 +486,31 @@ func (s *lpSolver) duals() {
 	for i := 0; i < m; i++ {
 		sol.q[i] = math.Min(pi[i]-pi[S], sol.nu)
 	}
-	sol.bound = lagrangeBound(p, s.unit, sol.q, sol.nu)
+	sol.bound, sol.boundMag = lagrangeBound(p, s.unit, sol.q, sol.nu)
 }
 
 // lagrangeBound is L(q, nu) = sum_j min(0, min_i c_ji - d_j q_i) +
 // sum_i q_i Y_i - nu (sum_i Y_i - K), a lower bound on the program for any
-// nu >= 0 and q_i <= nu.
-func lagrangeBound(p *Problem, unit []float64, q []float64, nu float64) float64 {
+// nu >= 0 and q_i <= nu. mag is the sum of its terms' magnitudes.
+func lagrangeBound(p *Problem, unit []float64, q []float64, nu float64) (b, mag float64) {
 	m := p.M()
-	b, ySum := 0.0, 0
+	ySum := 0
 	for j := 0; j < p.N(); j++ {
-		best := 0.0
+		best, bestMag := 0.0, 0.0
 		d := float64(p.Size[j])
 		for i := 0; i < m; i++ {
-			if u := unit[j*m+i]; !math.IsInf(u, 1) {
-				best = math.Min(best, d*(u-q[i]))
+			if u := unit[j*m+i]; !math.IsInf(u, 1) && d*(u-q[i]) < best {
+				best, bestMag = d*(u-q[i]), d*(math.Abs(u)+math.Abs(q[i]))
 			}
 		}
 		b += best
+		mag += bestMag
 	}
 	for i, y := range p.Capacity {
 		b += q[i] * float64(y)
+		mag += math.Abs(q[i]) * float64(y)
 		ySum += y
 	}
-	return b - nu*float64(ySum-p.MinUsage)
+	last := nu * float64(ySum-p.MinUsage)
+	return b - last, mag + math.Abs(last)
 }

@@ -76,7 +76,7 @@ func solve(ctx context.Context, p *Problem, opt Options, target float64) (Result
 	res := Result{Choice: s.best, Objective: s.bestVal, Status: Optimal}
 	res.Usage = p.usage(s.best)
 	res.Bound = math.Min(s.bestVal, s.minOpen)
-	if s.stopped {
+	if s.stopped || s.unproven {
 		res.Status = Feasible
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -91,7 +91,6 @@ func solve(ctx context.Context, p *Problem, opt Options, target float64) (Result
 type search struct {
 	ctx    context.Context
 	p      *Problem
-	tol    float64
 	limit  int
 	target float64
 	// assign holds fixings of the current path (original indices).
@@ -109,6 +108,13 @@ type search struct {
 	// nested marks the core heuristic's own search, which must not
 	// recurse into another core heuristic.
 	nested bool
+	// tol is the absolute tolerance under which objective values count
+	// as equal, set at the root: relative to the objective, and never
+	// below the rounding of the root LP's terms.
+	tol float64
+	// unproven: some node was left without proof (an LP stalled on float
+	// noise); the answer is then Feasible with the gap that is proven.
+	unproven bool
 	// coldSolves counts warm starts that were not optimal.
 	coldSolves int
 	// coreTried: the core heuristic runs once, at the first large node;
@@ -167,11 +173,18 @@ func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentB
 		lp = solveLP(sub, nil)
 	}
 	s.augs += lp.augs
+	if lp.stalled {
+		// Float noise stopped the LP: its bound holds, but neither its
+		// infeasibility nor its flow proves anything about the node.
+		s.unproven = true
+		s.minOpen = math.Min(s.minOpen, math.Max(parentBound, fixedCost+lp.bound))
+		return
+	}
 	if !lp.feasible {
 		return
 	}
 	if s.tol == 0 { // the root: scale the tolerance to the objective
-		s.tol = relTolObjective * math.Max(1, math.Abs(fixedCost+lp.value))
+		s.tol = math.Max(relTolObjective*math.Max(1, math.Abs(fixedCost+lp.value)), lp.noise)
 	}
 	bound := math.Max(parentBound, fixedCost+lp.bound)
 	if bound >= s.bestVal-s.tol {
@@ -180,6 +193,12 @@ func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentB
 	}
 	if choice, ok := s.integral(sub, idx, lp); ok {
 		s.offer(choice)
+		if !lp.optimal {
+			// The integral flow may not be the node's best: keep the
+			// bound in the proven gap instead of claiming the node.
+			s.unproven = true
+			s.minOpen = math.Min(s.minOpen, bound)
+		}
 		return
 	}
 	// On a large node the core heuristic is both better and cheaper than

@@ -33,7 +33,8 @@ const usage = `Usage: fft-allocator [options]
 
   Settings come from defaults, then the environment (NOMAD_ADDR,
   NOMAD_TOKEN, NOMAD_CACERT, ..., CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN,
-  CONSUL_CACERT, ...), then flags; a flag overrides only when it is set.
+  CONSUL_CACERT, ...), then the -config file, then flags; a flag overrides
+  only when it is set.
 
 Options:
 `
@@ -53,6 +54,9 @@ type flags struct {
 	once                    bool
 	id                      string
 	leaderTTL               time.Duration
+	config                  string
+	// engine is the round engine's configuration (defaults, then -config).
+	engine allocator.Config
 }
 
 func parse(args []string, stderr io.Writer) (*flags, error) {
@@ -63,6 +67,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
 	}
+	fs.StringVar(&f.config, "config", "", "An HCL (or .json) configuration file; flags given on the command line override it, and it overrides the environment.")
 	fs.StringVar(&f.nomadAddr, "nomad-addr", "", "Nomad HTTP API address. Overrides NOMAD_ADDR (default http://127.0.0.1:4646).")
 	fs.StringVar(&f.nomadToken, "nomad-token", "", "Nomad ACL token. Overrides NOMAD_TOKEN.")
 	fs.StringVar(&f.consulAddr, "consul-addr", "", "Consul HTTP API address. Overrides CONSUL_HTTP_ADDR (default 127.0.0.1:8500).")
@@ -82,6 +87,16 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	f.engine = allocator.DefaultConfig()
+	if f.config != "" {
+		set := map[string]bool{}
+		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		eng, err := loadConfig(f.config, f, set)
+		if err != nil {
+			return nil, err
+		}
+		f.engine = eng
 	}
 	if f.leaderTTL < consulstore.MinLeaderTTL {
 		return nil, fmt.Errorf("-leader-ttl=%s: want at least %s (Consul's minimum session TTL)", f.leaderTTL, consulstore.MinLeaderTTL)
@@ -136,7 +151,7 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 
-	cfg := allocator.DefaultConfig()
+	cfg := f.engine
 	cfg.RoundSeconds = f.round.Seconds()
 	na := nomadapi.New(nc, log.Named("nomad"))
 	store := consulstore.New(cc, f.prefix).WithLog(log.Named("leader").Info)

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/consul/api"
@@ -14,7 +16,10 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/live"
 )
 
-var _ live.Store = (*Store)(nil)
+var (
+	_ live.Store          = (*Store)(nil)
+	_ live.ProgressReader = (*Store)(nil)
+)
 
 // Layout is the version of the key layout below the prefix. A reader that
 // finds another layout refuses to guess.
@@ -33,10 +38,13 @@ const maxTxnOps = 64
 //	<prefix>/jobs/<namespace>/<job> one live.JobRecord per job (JSON)
 //	<prefix>/rounds/<round>         one live.RoundRecord per round, the audit log (round zero-padded to 12 digits)
 //	<prefix>/leader                 the leader lock (see Lead); its value is the holder's id
+//	<prefix>/progress/<ns>/<job>    work units the job reports done, a plain number a training
+//	                                script writes with `consul kv put <key> 42`
 const (
-	keyLedger = "ledger"
-	dirJobs   = "jobs/"
-	dirRounds = "rounds/"
+	keyLedger   = "ledger"
+	dirJobs     = "jobs/"
+	dirRounds   = "rounds/"
+	dirProgress = "progress/"
 )
 
 // Store is a live.Store over Consul KV.
@@ -204,6 +212,30 @@ func (s *Store) run(ctx context.Context, ops api.TxnOps, what string) (*api.TxnR
 		return nil, fmt.Errorf("%s: transaction refused: %s", what, strings.Join(msgs, "; "))
 	}
 	return resp, nil
+}
+
+// ProgressKey returns the key where job id ("namespace/job") reports its progress.
+func (s *Store) ProgressKey(id string) string { return s.prefix + dirProgress + id }
+
+// Progress returns the work done that jobs report under <prefix>/progress/,
+// by job ID. A value that is not a finite number >= 0 is left out, and the
+// error names its key; the valid reports are returned with it.
+func (s *Store) Progress(ctx context.Context) (map[string]float64, error) {
+	pairs, _, err := s.kv.List(s.prefix+dirProgress, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("listing %s%s: %w", s.prefix, dirProgress, err)
+	}
+	out := make(map[string]float64, len(pairs))
+	var errs []error
+	for _, p := range pairs {
+		v, err := strconv.ParseFloat(strings.TrimSpace(string(p.Value)), 64)
+		if err != nil || !(v >= 0) || math.IsInf(v, 0) {
+			errs = append(errs, fmt.Errorf("progress key %s = %q: expected work units done, a number >= 0", p.Key, p.Value))
+			continue
+		}
+		out[strings.TrimPrefix(p.Key, s.prefix+dirProgress)] = v
+	}
+	return out, errors.Join(errs...)
 }
 
 // ErrNoRound means the audit log has no record of the round asked for.

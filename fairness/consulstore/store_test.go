@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -174,10 +175,24 @@ func TestStoreAgainstConsul(t *testing.T) {
 	if _, err := s.ReadRound(ctx, 9); !errors.Is(err, ErrNoRound) {
 		t.Errorf("ReadRound of a missing round: %v", err)
 	}
+	// Progress reports: plain numbers a script writes; bad ones are named and skipped.
+	for key, v := range map[string]string{"default/job-001": "42.5\n", "default/job-002": "-3", "team/job-x": "7"} {
+		if _, err := c.KV().Put(&api.KVPair{Key: s.ProgressKey(key), Value: []byte(v)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prog, err := s.Progress(ctx)
+	if want := map[string]float64{"default/job-001": 42.5, "team/job-x": 7}; !reflect.DeepEqual(prog, want) {
+		t.Errorf("Progress = %v, want %v", prog, want)
+	}
+	if err == nil || !strings.Contains(err.Error(), "progress/default/job-002") {
+		t.Errorf("Progress error %v does not name the bad key", err)
+	}
+
 	// Keys live under the versioned prefix.
 	keys, _, _ := c.KV().Keys("test/nomad-fft/v1/", "", nil)
 	for _, k := range keys {
-		if !strings.HasPrefix(k, "test/nomad-fft/v1/ledger") && !strings.HasPrefix(k, "test/nomad-fft/v1/jobs/") && !strings.HasPrefix(k, "test/nomad-fft/v1/rounds/") && !strings.HasPrefix(k, "test/nomad-fft/v1/leader") {
+		if !strings.HasPrefix(k, "test/nomad-fft/v1/ledger") && !strings.HasPrefix(k, "test/nomad-fft/v1/jobs/") && !strings.HasPrefix(k, "test/nomad-fft/v1/rounds/") && !strings.HasPrefix(k, "test/nomad-fft/v1/leader") && !strings.HasPrefix(k, "test/nomad-fft/v1/progress/") {
 			t.Errorf("unexpected key %q", k)
 		}
 	}

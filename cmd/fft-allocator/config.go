@@ -1,0 +1,148 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/hashicorp/hcl/v2/hclsimple"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
+)
+
+// fileConfig is the -config file (HCL, or JSON when the name ends in .json).
+// Every setting is optional; see README.md for an example.
+type fileConfig struct {
+	Nomad     *nomadBlock  `hcl:"nomad,block"`
+	Consul    *consulBlock `hcl:"consul,block"`
+	Round     *string      `hcl:"round,optional"`
+	HTTPAddr  *string      `hcl:"http_addr,optional"`
+	LogLevel  *string      `hcl:"log_level,optional"`
+	LogJSON   *bool        `hcl:"log_json,optional"`
+	ID        *string      `hcl:"id,optional"`
+	LeaderTTL *string      `hcl:"leader_ttl,optional"`
+	Engine    *engineBlock `hcl:"engine,block"`
+}
+
+type nomadBlock struct {
+	Address *string `hcl:"address,optional"`
+	Token   *string `hcl:"token,optional"`
+}
+
+type consulBlock struct {
+	Address *string `hcl:"address,optional"`
+	Token   *string `hcl:"token,optional"`
+	Prefix  *string `hcl:"prefix,optional"`
+}
+
+type engineBlock struct {
+	Weights        *weightsBlock `hcl:"weights,block"`
+	VolumeTerm     *string       `hcl:"volume_term,optional"`
+	TransferGbps   *float64      `hcl:"transfer_gbps,optional"`
+	RestartSeconds *float64      `hcl:"restart_seconds,optional"`
+	NodeLimit      *int          `hcl:"node_limit,optional"`
+}
+
+type weightsBlock struct {
+	JCT      *float64 `hcl:"jct,optional"`
+	Volume   *float64 `hcl:"volume,optional"`
+	Switch   *float64 `hcl:"switch,optional"`
+	Fairness *float64 `hcl:"fairness,optional"`
+}
+
+// loadConfig reads the file into f and returns the engine configuration.
+// A setting whose flag was given on the command line (set) keeps the flag's
+// value: flags override the file, and the file overrides the environment.
+func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, error) {
+	eng := allocator.DefaultConfig()
+	var fc fileConfig
+	if err := hclsimple.DecodeFile(path, nil, &fc); err != nil {
+		return eng, fmt.Errorf("reading -config %s: %w", path, err)
+	}
+	str := func(flag string, dst *string, v *string) {
+		if v != nil && !set[flag] {
+			*dst = *v
+		}
+	}
+	dur := func(flag, key string, dst *time.Duration, v *string) error {
+		if v == nil || set[flag] {
+			return nil
+		}
+		d, err := time.ParseDuration(*v)
+		if err != nil {
+			return fmt.Errorf("%s: %s = %q: expected a duration such as \"300s\"", path, key, *v)
+		}
+		*dst = d
+		return nil
+	}
+	if fc.Nomad != nil {
+		str("nomad-addr", &f.nomadAddr, fc.Nomad.Address)
+		str("nomad-token", &f.nomadToken, fc.Nomad.Token)
+	}
+	if fc.Consul != nil {
+		str("consul-addr", &f.consulAddr, fc.Consul.Address)
+		str("consul-token", &f.consulToken, fc.Consul.Token)
+		str("consul-prefix", &f.prefix, fc.Consul.Prefix)
+	}
+	str("http-addr", &f.httpAddr, fc.HTTPAddr)
+	str("log-level", &f.logLevel, fc.LogLevel)
+	str("id", &f.id, fc.ID)
+	if fc.LogJSON != nil && !set["log-json"] {
+		f.logJSON = *fc.LogJSON
+	}
+	if err := dur("round", "round", &f.round, fc.Round); err != nil {
+		return eng, err
+	}
+	if err := dur("leader-ttl", "leader_ttl", &f.leaderTTL, fc.LeaderTTL); err != nil {
+		return eng, err
+	}
+	if e := fc.Engine; e != nil {
+		num := func(key string, dst *float64, v *float64, positive bool) error {
+			if v == nil {
+				return nil
+			}
+			if math.IsNaN(*v) || math.IsInf(*v, 0) || *v < 0 || (positive && *v == 0) {
+				want := "a finite number >= 0"
+				if positive {
+					want = "a finite number > 0"
+				}
+				return fmt.Errorf("%s: engine %s = %g: expected %s", path, key, *v, want)
+			}
+			*dst = *v
+			return nil
+		}
+		if w := e.Weights; w != nil {
+			for _, x := range []struct {
+				key string
+				dst *float64
+				v   *float64
+			}{
+				{"weights.jct", &eng.Weights.JCT, w.JCT}, {"weights.volume", &eng.Weights.Volume, w.Volume},
+				{"weights.switch", &eng.Weights.Switch, w.Switch}, {"weights.fairness", &eng.Weights.Fairness, w.Fairness},
+			} {
+				if err := num(x.key, x.dst, x.v, false); err != nil {
+					return eng, err
+				}
+			}
+		}
+		if err := num("transfer_gbps", &eng.TransferGbps, e.TransferGbps, true); err != nil {
+			return eng, err
+		}
+		if err := num("restart_seconds", &eng.RestartSeconds, e.RestartSeconds, false); err != nil {
+			return eng, err
+		}
+		if v := e.VolumeTerm; v != nil {
+			if t := allocator.VolumeTerm(*v); t != allocator.VolumeTotal && t != allocator.VolumeRemaining {
+				return eng, fmt.Errorf("%s: engine volume_term = %q: expected \"total\" (the paper) or \"remaining\"", path, *v)
+			}
+			eng.Volume = allocator.VolumeTerm(*v)
+		}
+		if v := e.NodeLimit; v != nil {
+			if *v < 0 {
+				return eng, fmt.Errorf("%s: engine node_limit = %d: expected >= 0 (0 = the solver's default)", path, *v)
+			}
+			eng.NodeLimit = *v
+		}
+	}
+	return eng, nil
+}

@@ -1,0 +1,3 @@
+// Package allocator holds the end-to-end tests of fft-allocator against real Consul and Nomad
+// agents whose clients present fake GPU models.
+package allocator

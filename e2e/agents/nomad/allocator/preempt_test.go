@@ -1,0 +1,205 @@
+package allocator
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-fft/nomad-fft/e2e/agents/nomad/internal/testenv"
+)
+
+// roundLine is one job's line of an audit record.
+type roundLine struct {
+	ID        string  `json:"id"`
+	Model     string  `json:"model"`
+	Action    string  `json:"action"`
+	RhoBefore float64 `json:"rho_before"`
+	RhoAfter  float64 `json:"rho_after"`
+}
+
+type roundRec struct {
+	Round int         `json:"round"`
+	Jobs  []roundLine `json:"jobs"`
+	Apply struct {
+		Calls     int      `json:"calls"`
+		Conflicts []string `json:"conflicts"`
+		Errors    []string `json:"errors"`
+	} `json:"apply"`
+}
+
+// When a job with much lower FFT cost arrives and the GPUs are taken, the running job is
+// preempted (gated, its allocation stopped with time to checkpoint), the new job runs, and the
+// preempted job resumes once the GPUs are free; its rho rises while it waits.
+func TestAllocatorPreemptsAndResumes(t *testing.T) {
+	nomad := testenv.RequireNomad(t)
+	consul := testenv.RequireConsul(t)
+	allocatorBin := testenv.MainBinary(t, "fft-allocator")
+	root := testenv.TempDir(t)
+
+	cs := testenv.StartConsul(t, consul, root)
+	c := testenv.StartCluster(t, nomad, root, []testenv.FakeGPUClient{{Name: "a100", Model: modelA100, Count: 2}})
+	proc := testenv.StartProcess(t, "fft-allocator", root, allocatorBin,
+		"-nomad-addr", c.Server.HTTP, "-consul-addr", cs.HTTP, "-consul-prefix", prefix,
+		"-round", "2s", "-http-addr", "", "-log-level", "debug")
+
+	jobspec, err := os.ReadFile(filepath.Join(repoRoot(t), "jobspecs", "fft-train.nomad.hcl"))
+	if err != nil {
+		t.Fatalf("reading the jobspec: %v", err)
+	}
+	// long: W = 100 at 4 per round, volume term 2*100/4 = 50; short: W = 8, volume term 4.
+	long := parseJob(t, c.API, string(jobspec), "long", `work = "100"
+seconds = 600`)
+	register(t, c.API, long)
+	first := waitAlloc(t, c.API, proc, "long", "running", "")
+
+	short := parseJob(t, c.API, string(jobspec), "short", `work = "8"
+seconds = 5`)
+	register(t, c.API, short)
+
+	// long is preempted: gated, its allocation stopped, and the task wrote its checkpoint.
+	testenv.Eventually(t, 60*time.Second, 500*time.Millisecond, "long is parked", func() error {
+		a, _, err := c.API.Allocations().Info(first.ID, nil)
+		if err != nil {
+			return err
+		}
+		if a.DesiredStatus != "stop" || a.ClientStatus != "complete" {
+			return fmt.Errorf("first allocation of long: desired %s, client %s", a.DesiredStatus, a.ClientStatus)
+		}
+		return nil
+	})
+	if out := taskOutput(t, c.API, first); !strings.Contains(out, "checkpoint written") {
+		t.Errorf("the preempted task did not get its stop signal in time to checkpoint: output %q", out)
+	}
+	if !gated(t, c.API, "long") {
+		t.Errorf("long was stopped without the gate: Nomad would reschedule it")
+	}
+	// short runs on the GPUs long left, and finishes.
+	waitAlloc(t, c.API, proc, "short", "complete", "")
+	// long resumes on a new allocation.
+	resumed := waitAlloc(t, c.API, proc, "long", "running", first.ID)
+	if resumed.NodeID != c.NodeIDs["a100"] {
+		t.Errorf("long resumed on node %s, want %s", resumed.NodeID, c.NodeIDs["a100"])
+	}
+
+	// The audit log tells the story: long parked in some round, its rho rising while it waited,
+	// and started again later.
+	rounds := readRounds(t, cs)
+	parkRound, rose, restart := -1, false, -1
+	for _, r := range rounds {
+		for _, l := range r.Jobs {
+			if l.ID != "default/long" {
+				continue
+			}
+			switch {
+			case l.Action == "park" && parkRound < 0:
+				parkRound = r.Round
+				if r.Apply.Calls < 2 {
+					t.Errorf("round %d parked long with %d API calls, want 2+ (gate, stop)", r.Round, r.Apply.Calls)
+				}
+			case parkRound >= 0 && l.Model == "" && l.RhoAfter > l.RhoBefore:
+				rose = true
+			case parkRound >= 0 && l.Action == "start" && restart < 0:
+				restart = r.Round
+			}
+		}
+		if len(r.Apply.Errors) > 0 {
+			t.Errorf("round %d apply errors: %q", r.Round, r.Apply.Errors)
+		}
+	}
+	if parkRound < 0 || !rose || restart < 0 {
+		t.Errorf("audit log: park round %d, rho rose while waiting %v, restart round %d; want all", parkRound, rose, restart)
+	}
+}
+
+// waitAlloc waits for jobID to have an allocation other than `not` in client status `want`.
+func waitAlloc(t *testing.T, c *api.Client, proc *testenv.Process, jobID, want, not string) *api.Allocation {
+	t.Helper()
+	var found *api.Allocation
+	testenv.Eventually(t, 90*time.Second, 500*time.Millisecond, jobID+" has a "+want+" allocation", func() error {
+		if proc.Exited() {
+			t.Fatalf("fft-allocator exited")
+		}
+		var states []string
+		for _, s := range allocsOf(t, c, jobID) {
+			if s.ID == not {
+				continue
+			}
+			states = append(states, s.ClientStatus)
+			if s.ClientStatus == want {
+				a, _, err := c.Allocations().Info(s.ID, nil)
+				if err != nil {
+					return err
+				}
+				found = a
+				return nil
+			}
+			if s.ClientStatus == "failed" || s.ClientStatus == "lost" {
+				t.Fatalf("allocation %s of %s is %s", s.ID, jobID, s.ClientStatus)
+			}
+		}
+		return fmt.Errorf("allocations in states %q", states)
+	})
+	return found
+}
+
+func gated(t *testing.T, c *api.Client, jobID string) bool {
+	t.Helper()
+	job, _, err := c.Jobs().Info(jobID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, con := range job.Constraints {
+		if con.LTarget == "${meta.fft_gate}" {
+			return true
+		}
+	}
+	return false
+}
+
+func taskOutput(t *testing.T, c *api.Client, alloc *api.Allocation) string {
+	t.Helper()
+	r, err := c.AllocFS().Cat(alloc, "alloc/logs/"+taskName+".stdout.0", nil)
+	if err != nil {
+		t.Errorf("reading the output of %s: %v", alloc.ID, err)
+		return ""
+	}
+	defer r.Close()
+	b, _ := io.ReadAll(r)
+	return string(b)
+}
+
+func readRounds(t *testing.T, cs *testenv.Consul) []roundRec {
+	t.Helper()
+	b, code, err := cs.Get("/v1/kv/" + prefix + "/rounds/?recurse=true")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("listing the audit log: HTTP %d, %v", code, err)
+	}
+	var pairs []struct{ Key, Value string }
+	if err := json.Unmarshal(b, &pairs); err != nil {
+		t.Fatal(err)
+	}
+	var out []roundRec
+	for _, p := range pairs {
+		raw, err := base64.StdEncoding.DecodeString(p.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r roundRec
+		if err := json.Unmarshal(raw, &r); err != nil {
+			t.Fatalf("decoding %s: %v", p.Key, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

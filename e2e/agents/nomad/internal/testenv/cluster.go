@@ -1,0 +1,148 @@
+package testenv
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// FakeGPUClient is one Nomad client whose device plugin presents Count GPUs of Model.
+type FakeGPUClient struct {
+	Name  string
+	Model string
+	Count int
+	// Extra is more HCL inside the fake gpu block.
+	Extra string
+}
+
+// Cluster is one Nomad server and its clients, each on its own ports and data dir.
+type Cluster struct {
+	Server *Agent
+	API    *api.Client
+	// NodeIDs maps client name to node ID.
+	NodeIDs map[string]string
+}
+
+// StartCluster starts a Nomad server and one client per FakeGPUClient under root, each
+// client loading the device plugin with its fake model and raw_exec (no cgroups), and waits
+// until every client is ready with its devices. Everything stops when the test ends.
+func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cluster {
+	t.Helper()
+	pluginDir := PluginDir(t)
+	ports := FreePorts(t, 3*(1+len(clients)))
+	at := func(i int) AgentPorts {
+		return AgentPorts{HTTP: ports[3*i], RPC: ports[3*i+1], Serf: ports[3*i+2]}
+	}
+	common := func(name string, p AgentPorts) string {
+		return fmt.Sprintf(`
+name                 = %q
+data_dir             = %q
+bind_addr            = "127.0.0.1"
+log_level            = "DEBUG"
+disable_update_check = true
+ports {
+  http = %d
+  rpc  = %d
+  serf = %d
+}
+advertise {
+  http = "127.0.0.1"
+  rpc  = "127.0.0.1"
+  serf = "127.0.0.1"
+}
+consul {
+  auto_advertise   = false
+  server_auto_join = false
+  client_auto_join = false
+}
+`, name, filepath.Join(root, name), p.HTTP, p.RPC, p.Serf)
+	}
+
+	sp := at(0)
+	server := StartAgent(t, nomad, "server", root, sp, common("fft-e2e-server", sp)+`
+server {
+  enabled          = true
+  bootstrap_expect = 1
+}
+`)
+	c := &Cluster{Server: server, API: server.Client(t), NodeIDs: map[string]string{}}
+	Eventually(t, 60*time.Second, 250*time.Millisecond, "server elects itself", func() error {
+		if server.Exited() {
+			t.Fatalf("the Nomad server exited")
+		}
+		leader, err := c.API.Status().Leader()
+		if err != nil || leader == "" {
+			return fmt.Errorf("no leader yet (%v)", err)
+		}
+		return nil
+	})
+
+	var agents []*Agent
+	for i, fc := range clients {
+		p := at(i + 1)
+		agents = append(agents, StartAgent(t, nomad, fc.Name, root, p, common("fft-e2e-"+fc.Name, p)+fmt.Sprintf(`
+plugin_dir = %q
+client {
+  enabled           = true
+  servers           = [%q]
+  network_interface = "lo"
+  cgroup_parent     = "fft-e2e-%s"
+}
+plugin "raw_exec" {
+  config {
+    enabled    = true
+    no_cgroups = true
+  }
+}
+plugin "nomad-device-fft" {
+  config {
+    fingerprint_period = "5s"
+    fake {
+      gpu {
+        model = %q
+        count = %d
+        %s
+      }
+    }
+  }
+}
+`, pluginDir, server.RPCAddr, fc.Name, fc.Model, fc.Count, fc.Extra)))
+	}
+
+	Eventually(t, 120*time.Second, 500*time.Millisecond, "clients ready with devices", func() error {
+		for _, a := range agents {
+			if a.Exited() {
+				t.Fatalf("the Nomad client %s exited", a.Name)
+			}
+		}
+		nodes, _, err := c.API.Nodes().List(nil)
+		if err != nil {
+			return err
+		}
+		for _, fc := range clients {
+			want := "fft-e2e-" + fc.Name
+			var found *api.NodeListStub
+			for _, n := range nodes {
+				if n.Name == want {
+					found = n
+				}
+			}
+			if found == nil || found.Status != "ready" {
+				return fmt.Errorf("node %s not ready (%v)", want, found)
+			}
+			node, _, err := c.API.Nodes().Info(found.ID, nil)
+			if err != nil {
+				return err
+			}
+			if node.NodeResources == nil || len(node.NodeResources.Devices) == 0 {
+				return fmt.Errorf("node %s has no devices yet", want)
+			}
+			c.NodeIDs[fc.Name] = found.ID
+		}
+		return nil
+	})
+	return c
+}

@@ -1,0 +1,94 @@
+# fft-train: a training job scheduled by FFT. It opts in with fft.* meta, carries the gate
+# constraint so that even a plain `nomad job run` leaves it pending until an fft-allocator
+# round selects it, and asks for GPUs with a device "nvidia/gpu" block whose count is the gang
+# size d_j. The allocator lifts the gate and steers the device block to the chosen model.
+#
+#   nomad job run jobspecs/fft-train.nomad.hcl
+#   nomad job run -var 'throughput=NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=1' jobspecs/fft-train.nomad.hcl
+#
+# The task prints NVIDIA_VISIBLE_DEVICES and sleeps for `seconds`, so it also runs on clients
+# whose plugin presents `fake` GPUs. Like a real training task it writes a "checkpoint" when it
+# gets its stop signal: a parked (preempted) job is stopped and has kill_timeout to do so.
+
+variable "throughput" {
+  type        = string
+  description = "fft.throughput: work units per round with all the job's GPUs, per GPU model."
+  default     = "NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=1"
+}
+
+variable "work" {
+  type        = string
+  description = "fft.work: total work units (W_j)."
+  default     = "100"
+}
+
+variable "gpu_count" {
+  type        = number
+  description = "GPUs the job needs at once, all of one model (d_j)."
+  default     = 2
+}
+
+variable "seconds" {
+  type        = number
+  description = "How long the task runs."
+  default     = 5
+}
+
+job "fft-train" {
+  type        = "batch"
+  datacenters = ["*"]
+
+  # The fft. contract (allocator/jobmeta): keys with dots need the attribute form of meta.
+  meta = {
+    "fft.work"       = var.work
+    "fft.work_unit"  = "epochs"
+    "fft.throughput" = var.throughput
+    "fft.state_size" = "0.5"
+    "fft.user"       = "alice"
+  }
+
+  # The gate: no node has meta.fft_gate, so Nomad places nothing until the allocator lifts it.
+  constraint {
+    attribute = "${meta.fft_gate}"
+    value     = "held"
+  }
+
+  group "main" {
+    reschedule {
+      attempts  = 0
+      unlimited = false
+    }
+
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+
+    task "train" {
+      driver       = "raw_exec"
+      kill_timeout = "20s"
+
+      config {
+        command = "/bin/sh"
+        # On its stop signal the "training" writes its checkpoint (here: a line) and exits.
+        args = ["-c", <<-EOT
+          echo "NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES"
+          sleep ${var.seconds} &
+          pid=$!
+          trap 'echo "checkpoint written"; kill $pid; exit 0' INT TERM
+          wait $pid
+        EOT
+        ]
+      }
+
+      resources {
+        cpu    = 100
+        memory = 64
+
+        device "nvidia/gpu" {
+          count = var.gpu_count
+        }
+      }
+    }
+  }
+}
