@@ -4,7 +4,7 @@
 GO      ?= go
 BIN     := bin
 
-.PHONY: all build run test deps vet unit e2e bench fuzz clean
+.PHONY: all build run test deps agents vet unit e2e bench bench-e2e fuzz clean
 
 all: build
 
@@ -18,7 +18,7 @@ run:
 ## test: everything CI checks: vet, unit and property tests (with GLPK as the
 ## independent reference), fuzz seed corpora, and the end-to-end tests
 ## against a real Nomad 1.6.1 agent.
-test: deps vet unit e2e
+test: deps vet agents unit e2e
 
 ## deps: what the tests need beyond Go: GLPK's glpsol (Debian glpk-utils).
 deps:
@@ -30,19 +30,38 @@ deps:
 			echo "glpsol missing: run 'sudo apt-get install glpk-utils'" >&2; exit 1; \
 		fi; }
 
+## agents: the pinned Nomad 1.6.1 and Consul 1.16.1 agents, built once from
+## their MPL modules into the ignored .cache folder (about 5 and 11 minutes
+## on 2 cores the first time; later runs reuse them).
+agents:
+	e2e/agents/build.sh >/dev/null
+	e2e/agents/build-consul.sh >/dev/null
+
 vet:
 	$(GO) vet ./...
 	cd e2e/agents/nomad && $(GO) vet ./...
+	cd e2e/agents/consul && $(GO) vet ./...
 
+## unit: the main module's tests. The Consul store tests use the cached
+## Consul agent (FFT_E2E=1 makes its absence a failure).
 unit:
-	FFT_REQUIRE_GLPSOL=1 $(GO) test -count=1 ./...
+	consul_bin=$$(e2e/agents/build-consul.sh) && \
+	FFT_E2E=1 FFT_CONSUL_BIN=$$consul_bin FFT_REQUIRE_GLPSOL=1 $(GO) test -count=1 ./...
 
 ## e2e: builds the Nomad agent once from the pinned MPL module into the
 ## ignored .cache folder (e2e/agents/build.sh), then runs the tests that
 ## start it.
 e2e:
-	nomad_bin=$$(e2e/agents/build.sh) && \
-	cd e2e/agents/nomad && FFT_E2E=1 FFT_NOMAD_BIN=$$nomad_bin $(GO) test -count=1 -timeout 20m ./...
+	nomad_bin=$$(e2e/agents/build.sh) && consul_bin=$$(e2e/agents/build-consul.sh) && \
+	cd e2e/agents/nomad && FFT_E2E=1 FFT_NOMAD_BIN=$$nomad_bin FFT_CONSUL_BIN=$$consul_bin \
+		$(GO) test -count=1 -timeout 20m ./...
+
+## bench-e2e: one observe-solve-apply pass against a real Nomad agent with
+## 200 managed jobs (wall time and API calls).
+bench-e2e:
+	nomad_bin=$$(e2e/agents/build.sh) && consul_bin=$$(e2e/agents/build-consul.sh) && \
+	cd e2e/agents/nomad && FFT_E2E=1 FFT_NOMAD_BIN=$$nomad_bin FFT_CONSUL_BIN=$$consul_bin \
+		$(GO) test -run '^$$' -bench Round200 -benchtime 3x ./allocator/
 
 ## bench: the solver targets of README.md ("Solver speed").
 bench:
@@ -51,6 +70,9 @@ bench:
 ## fuzz: a short run of each fuzz target (their seeds run in `make unit`).
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzReadInstance -fuzztime 30s ./allocator/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./allocator/jobmeta/
+	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime 30s ./driver/device/
+	$(GO) test -run '^$$' -fuzz FuzzParseTrace -fuzztime 30s ./allocator/sim/
 
 clean:
 	rm -rf $(BIN)

@@ -499,7 +499,7 @@ func drawPlots(o *commandOptions, rate float64, seed uint64, results map[runKey]
 	if err := SavePlot(filepath.Join(o.out, "jct-cdf-"+tag), "JCT CDF ("+tag+")", "JCT (hours, log scale)", "fraction of jobs", true, jct); err != nil {
 		return err
 	}
-	if err := SavePlot(filepath.Join(o.out, "ftf-cdf-"+tag), "Finish-time fairness CDF ("+tag+")", "rho = T_shared / T_isolated", "fraction of jobs", false, ftf); err != nil {
+	if err := SavePlot(filepath.Join(o.out, "ftf-cdf-"+tag), "Finish-time fairness CDF ("+tag+")", "rho = T_shared / T_isolated (log scale)", "fraction of jobs", true, ftf); err != nil {
 		return err
 	}
 	return SavePlot(filepath.Join(o.out, "utilisation-"+tag), "GPU utilisation ("+tag+")", "time (hours)", "busy / available GPU time", false, util)
