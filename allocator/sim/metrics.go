@@ -171,6 +171,17 @@ func Analyse(lg *Log, ref *Log) ([]JobResult, Summary) {
 		r := &res[k]
 		if r.Finished {
 			lastFinish = math.Max(lastFinish, r.Finish)
+			j := &lg.Jobs[k]
+			r.NArrival = countAt(r.Arrival)
+			r.NAvg = float64(r.NArrival)
+			if r.JCT > 0 {
+				r.NAvg = (integral(r.Finish) - integral(r.Arrival)) / r.JCT
+			}
+			r.FTF = r.JCT / IsolatedTime(j, lg.Cluster, r.NAvg)
+			r.FTFArrival = r.JCT / IsolatedTime(j, lg.Cluster, float64(r.NArrival))
+			if k < len(refJCT) && refJCT[k] > 0 {
+				r.FTFGavel = r.JCT / refJCT[k]
+			}
 		}
 		if !r.Measured {
 			continue
@@ -188,17 +199,7 @@ func Analyse(lg *Log, ref *Log) ([]JobResult, Summary) {
 		s.Finished++
 		s.Switches += r.Switches
 		s.Preemptions += r.Preemptions
-		j := &lg.Jobs[k]
-		if r.JCT > 0 {
-			r.NAvg = (integral(r.Finish) - integral(r.Arrival)) / r.JCT
-		} else {
-			r.NAvg = float64(countAt(r.Arrival))
-		}
-		r.NArrival = countAt(r.Arrival)
-		r.FTF = r.JCT / IsolatedTime(j, lg.Cluster, r.NAvg)
-		r.FTFArrival = r.JCT / IsolatedTime(j, lg.Cluster, float64(r.NArrival))
-		if k < len(refJCT) && refJCT[k] > 0 {
-			r.FTFGavel = r.JCT / refJCT[k]
+		if !math.IsNaN(r.FTFGavel) {
 			ftfGav = append(ftfGav, r.FTFGavel)
 		}
 		jct = append(jct, r.JCT)

@@ -16,6 +16,9 @@ var Version = "0.1.0-dev"
 // Meta is what every command shares: where it writes and how flags parse.
 type Meta struct {
 	Ui cli.Ui
+	// Stdout and Stderr are the raw streams behind Ui, for commands that
+	// stream (progress lines, large tables).
+	Stdout, Stderr io.Writer
 }
 
 // FlagSet returns a flag set whose errors and usage go to the Ui, so a bad
@@ -38,8 +41,9 @@ func (w *uiErrorWriter) Write(p []byte) (int, error) {
 // Commands returns the command table; keys are space-separated paths.
 func Commands(meta Meta) map[string]cli.CommandFactory {
 	return map[string]cli.CommandFactory{
-		"round":   func() (cli.Command, error) { return &RoundCommand{Meta: meta}, nil },
-		"version": func() (cli.Command, error) { return &VersionCommand{Meta: meta}, nil },
+		"round":    func() (cli.Command, error) { return &RoundCommand{Meta: meta}, nil },
+		"simulate": func() (cli.Command, error) { return &SimulateCommand{Meta: meta}, nil },
+		"version":  func() (cli.Command, error) { return &VersionCommand{Meta: meta}, nil },
 	}
 }
 
@@ -53,7 +57,7 @@ func RunWith(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ui := &cli.BasicUi{Reader: stdin, Writer: stdout, ErrorWriter: stderr}
 	c := cli.NewCLI("fftctl", Version)
 	c.Args = args
-	c.Commands = Commands(Meta{Ui: ui})
+	c.Commands = Commands(Meta{Ui: ui, Stdout: stdout, Stderr: stderr})
 	c.HelpWriter = stdout
 	c.ErrorWriter = stderr
 	code, err := c.Run()

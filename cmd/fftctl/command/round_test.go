@@ -78,3 +78,16 @@ func TestRunWithVersion(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 }
+
+func TestSimulateCommandIsWired(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := RunWith([]string{"simulate", "-no-such-flag"}, nil, &out, &errb)
+	if code == 0 || !strings.Contains(errb.String()+out.String(), "no-such-flag") {
+		t.Fatalf("exit %d, stdout %q, stderr %q: want a usage error naming the flag", code, out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := RunWith([]string{"simulate", "-h"}, nil, &out, &errb); !strings.Contains(out.String()+errb.String(), "simulate") {
+		t.Fatalf("help: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+}
