@@ -231,9 +231,9 @@ func TestGenerator(t *testing.T) {
 	if mean := last / float64(n-1); math.Abs(mean-1800)/1800 > 0.05 {
 		t.Errorf("mean inter-arrival %v s, want about 1800", mean)
 	}
-	// 19 of 26 types are distributed; 30% of those are multi-GPU.
+	// Gavel draws the scale factor first for every job: 30% multi-GPU.
 	multi := float64(n-count[1]) / float64(n)
-	if want := 19.0 / 26 * 0.3; math.Abs(multi-want) > 0.02 {
+	if want := 0.3; math.Abs(multi-want) > 0.02 {
 		t.Errorf("multi-GPU fraction %v, want about %v", multi, want)
 	}
 	if frac := float64(long) / float64(n); math.Abs(frac-0.2) > 0.02 {

@@ -47,8 +47,9 @@ func (s *SliceSource) Next() (JobSpec, error) {
 // GenConfig are the parameters of Gavel's Philly-like generator, as
 // published (Narayanan et al., OSDI'20; evaluation.md): Poisson arrivals at
 // Rate jobs/hour; duration 60*10^U(1.5,3) s with probability 0.8, else
-// 60*10^U(3,4) s; a job type uniform over the table's types; with MultiGPU,
-// a distributed type uses 1/2/4/8 GPUs with probability 0.70/0.10/0.15/0.05;
+// 60*10^U(3,4) s; with MultiGPU, 1/2/4/8 GPUs with probability
+// 0.70/0.10/0.15/0.05 for every job, then a job type uniform over the
+// table's types (over the distributed ones when GPUs > 1);
 // total steps = duration x V100 (Reference) throughput for (type, GPUs).
 type GenConfig struct {
 	Rate     float64 // jobs per hour
@@ -88,10 +89,16 @@ func (g *Generator) Next() (JobSpec, error) {
 	if g.next > 0 && g.cfg.Rate > 0 {
 		g.t += g.rng.ExpFloat64() * 3600 / g.cfg.Rate
 	}
+	// Gavel's generate_job (scheduler/utils.py, stanford-futuredata/gavel,
+	// always_generate_scale_factor=True, its default) draws the scale
+	// factor first for every job, then draws the job type uniformly and
+	// redraws until the type is distributed when the scale factor is > 1.
+	// So 30% of all jobs use several GPUs (not 30% of the distributed
+	// types' jobs), and multi-GPU jobs are spread over the distributed
+	// types only.
 	types := g.cfg.Table.Types
-	typ := types[g.rng.IntN(len(types))]
 	gpus := 1
-	if g.cfg.MultiGPU && g.cfg.Table.Distributed[typ] {
+	if g.cfg.MultiGPU {
 		switch u := g.rng.Float64(); {
 		case u < 0.70:
 			gpus = 1
@@ -102,6 +109,10 @@ func (g *Generator) Next() (JobSpec, error) {
 		default:
 			gpus = 8
 		}
+	}
+	typ := types[g.rng.IntN(len(types))]
+	for gpus > 1 && !g.cfg.Table.Distributed[typ] {
+		typ = types[g.rng.IntN(len(types))]
 	}
 	var minutes float64
 	if g.rng.Float64() < 0.8 {

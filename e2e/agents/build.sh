@@ -21,7 +21,10 @@ if ! grep -Eq "github.com/hashicorp/nomad v${NOMAD_VERSION}( |$)" "${here}/nomad
 	exit 1
 fi
 
-if [[ -x "${bin}" ]] && "${bin}" version 2>/dev/null | head -n1 | grep -q "^Nomad v${NOMAD_VERSION}\b"; then
+# Read the whole version text first: with pipefail, "| head -n1" would kill
+# the agent with SIGPIPE and make a good cached binary look stale.
+version="$([[ -x "${bin}" ]] && "${bin}" version 2>/dev/null || true)"
+if [[ "${version%%$'\n'*}" == "Nomad v${NOMAD_VERSION}" ]]; then
 	echo "${bin}"
 	exit 0
 fi
