@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -136,7 +135,7 @@ func TestAllocatorSelectsAndSteers(t *testing.T) {
 	if alloc.NodeID != c.NodeIDs["a100"] {
 		t.Errorf("fft-train ran on node %s, want the A100 client %s", alloc.NodeID, c.NodeIDs["a100"])
 	}
-	seen := visibleDevices(t, c.API, alloc)
+	seen := testenv.VisibleDevices(t, c.API, taskName, alloc)
 	if len(seen) != 2 {
 		t.Errorf("NVIDIA_VISIBLE_DEVICES = %q, want 2 GPUs", seen)
 	}
@@ -330,34 +329,4 @@ func httpGet(t *testing.T, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
-}
-
-// visibleDevices reads the task's stdout and returns the GPU ids it printed.
-func visibleDevices(t *testing.T, c *api.Client, alloc *api.Allocation) []string {
-	t.Helper()
-	var out string
-	testenv.Eventually(t, 30*time.Second, 500*time.Millisecond, "task output", func() error {
-		r, err := c.AllocFS().Cat(alloc, "alloc/logs/"+taskName+".stdout.0", nil)
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		b, err := io.ReadAll(r)
-		if err != nil {
-			return err
-		}
-		out = string(b)
-		if !strings.Contains(out, "NVIDIA_VISIBLE_DEVICES=") {
-			return fmt.Errorf("output %q", out)
-		}
-		return nil
-	})
-	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(line, "NVIDIA_VISIBLE_DEVICES="); ok && strings.TrimSpace(v) != "" {
-			ids := strings.Split(strings.TrimSpace(v), ",")
-			sort.Strings(ids)
-			return ids
-		}
-	}
-	return nil
 }

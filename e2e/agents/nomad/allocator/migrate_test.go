@@ -62,7 +62,7 @@ throughput = "NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=0.5"`))
 	if moved.NodeID != c.NodeIDs["v100"] {
 		t.Errorf("mover restarted on node %s, want the V100 client %s", moved.NodeID, c.NodeIDs["v100"])
 	}
-	for _, id := range visibleDevices(t, c.API, moved) {
+	for _, id := range testenv.VisibleDevices(t, c.API, taskName, moved) {
 		if !devices["v100"][id] {
 			t.Errorf("after the move NVIDIA_VISIBLE_DEVICES holds %q, not a V100 of the V100 client", id)
 		}

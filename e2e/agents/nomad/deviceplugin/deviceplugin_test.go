@@ -2,7 +2,6 @@ package deviceplugin
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -29,175 +28,37 @@ const (
 	groupName = "main"
 )
 
-// fakeClient is one Nomad client whose plugin presents Count GPUs of Model.
-type fakeClient struct {
-	name  string
-	model string
-	count int
-	extra string // more HCL in the fake gpu block
-}
-
-// cluster is one Nomad server and the clients, each on its own ports and data dir.
-type cluster struct {
-	server  *testenv.Agent
-	api     *api.Client
-	nodeIDs map[string]string // client name → node ID
-}
-
-func startCluster(t *testing.T, clients []fakeClient) *cluster {
-	t.Helper()
+func TestDevicePluginEndToEnd(t *testing.T) {
+	clients := []testenv.FakeGPUClient{
+		{Name: "v100", Model: modelV100, Count: 2, Extra: `memory_mib = 16384
+        compute_capability = "7.0"`},
+		{Name: "a100", Model: modelA100, Count: 4},
+	}
 	nomad := testenv.RequireNomad(t)
 	t.Logf("Nomad agent: %s", nomad)
-	pluginDir := testenv.PluginDir(t)
-	root := testenv.TempDir(t)
-
-	ports := testenv.FreePorts(t, 3*(1+len(clients)))
-	at := func(i int) testenv.AgentPorts {
-		return testenv.AgentPorts{HTTP: ports[3*i], RPC: ports[3*i+1], Serf: ports[3*i+2]}
-	}
-	common := func(name string, p testenv.AgentPorts) string {
-		dataDir := filepath.Join(root, name)
-		return fmt.Sprintf(`
-name                 = %q
-data_dir             = %q
-bind_addr            = "127.0.0.1"
-log_level            = "DEBUG"
-disable_update_check = true
-ports {
-  http = %d
-  rpc  = %d
-  serf = %d
-}
-advertise {
-  http = "127.0.0.1"
-  rpc  = "127.0.0.1"
-  serf = "127.0.0.1"
-}
-consul {
-  auto_advertise   = false
-  server_auto_join = false
-  client_auto_join = false
-}
-`, name, dataDir, p.HTTP, p.RPC, p.Serf)
-	}
-
-	sp := at(0)
-	server := testenv.StartAgent(t, nomad, "server", root, sp, common("fft-e2e-server", sp)+`
-server {
-  enabled          = true
-  bootstrap_expect = 1
-}
-`)
-	c := &cluster{server: server, api: server.Client(t), nodeIDs: map[string]string{}}
-	testenv.Eventually(t, 60*time.Second, 250*time.Millisecond, "server elects itself", func() error {
-		if server.Exited() {
-			t.Fatalf("the Nomad server exited")
-		}
-		leader, err := c.api.Status().Leader()
-		if err != nil || leader == "" {
-			return fmt.Errorf("no leader yet (%v)", err)
-		}
-		return nil
-	})
-
-	var agents []*testenv.Agent
-	for i, fc := range clients {
-		p := at(i + 1)
-		name := "fft-e2e-" + fc.name
-		agents = append(agents, testenv.StartAgent(t, nomad, fc.name, root, p, common(name, p)+fmt.Sprintf(`
-plugin_dir = %q
-client {
-  enabled           = true
-  servers           = [%q]
-  network_interface = "lo"
-  cgroup_parent     = "fft-e2e-%s"
-}
-plugin "raw_exec" {
-  config {
-    enabled    = true
-    no_cgroups = true
-  }
-}
-plugin "nomad-device-fft" {
-  config {
-    fingerprint_period = "5s"
-    fake {
-      gpu {
-        model = %q
-        count = %d
-        %s
-      }
-    }
-  }
-}
-`, pluginDir, server.RPCAddr, fc.name, fc.model, fc.count, fc.extra)))
-	}
-
-	// Every client registers, ready, with the plugin's devices.
-	testenv.Eventually(t, 120*time.Second, 500*time.Millisecond, "clients ready with devices", func() error {
-		for _, a := range agents {
-			if a.Exited() {
-				t.Fatalf("the Nomad client %s exited", a.Name)
-			}
-		}
-		nodes, _, err := c.api.Nodes().List(nil)
-		if err != nil {
-			return err
-		}
-		for _, fc := range clients {
-			want := "fft-e2e-" + fc.name
-			var found *api.NodeListStub
-			for _, n := range nodes {
-				if n.Name == want {
-					found = n
-				}
-			}
-			if found == nil || found.Status != "ready" {
-				return fmt.Errorf("node %s not ready (%v)", want, found)
-			}
-			node, _, err := c.api.Nodes().Info(found.ID, nil)
-			if err != nil {
-				return err
-			}
-			if node.NodeResources == nil || len(node.NodeResources.Devices) == 0 {
-				return fmt.Errorf("node %s has no devices yet", want)
-			}
-			c.nodeIDs[fc.name] = found.ID
-		}
-		return nil
-	})
-	return c
-}
-
-func TestDevicePluginEndToEnd(t *testing.T) {
-	clients := []fakeClient{
-		{name: "v100", model: modelV100, count: 2, extra: `memory_mib = 16384
-        compute_capability = "7.0"`},
-		{name: "a100", model: modelA100, count: 4},
-	}
-	c := startCluster(t, clients)
+	c := testenv.StartCluster(t, nomad, testenv.TempDir(t), clients)
 
 	// The API shows each client's fake model, with the plugin's attributes.
 	devicesOf := map[string]*api.NodeDeviceResource{}
 	for _, fc := range clients {
-		node, _, err := c.api.Nodes().Info(c.nodeIDs[fc.name], nil)
+		node, _, err := c.API.Nodes().Info(c.NodeIDs[fc.Name], nil)
 		if err != nil {
-			t.Fatalf("node %s: %v", fc.name, err)
+			t.Fatalf("node %s: %v", fc.Name, err)
 		}
 		if len(node.NodeResources.Devices) != 1 {
-			t.Fatalf("node %s has %d device groups, want 1: %+v", fc.name, len(node.NodeResources.Devices), node.NodeResources.Devices)
+			t.Fatalf("node %s has %d device groups, want 1: %+v", fc.Name, len(node.NodeResources.Devices), node.NodeResources.Devices)
 		}
 		d := node.NodeResources.Devices[0]
-		devicesOf[fc.name] = d
-		if d.Vendor != "nvidia" || d.Type != "gpu" || d.Name != fc.model {
-			t.Errorf("node %s device = %s/%s/%s, want nvidia/gpu/%s", fc.name, d.Vendor, d.Type, d.Name, fc.model)
+		devicesOf[fc.Name] = d
+		if d.Vendor != "nvidia" || d.Type != "gpu" || d.Name != fc.Model {
+			t.Errorf("node %s device = %s/%s/%s, want nvidia/gpu/%s", fc.Name, d.Vendor, d.Type, d.Name, fc.Model)
 		}
-		if len(d.Instances) != fc.count {
-			t.Errorf("node %s has %d %s, want %d", fc.name, len(d.Instances), fc.model, fc.count)
+		if len(d.Instances) != fc.Count {
+			t.Errorf("node %s has %d %s, want %d", fc.Name, len(d.Instances), fc.Model, fc.Count)
 		}
 		for _, inst := range d.Instances {
 			if !inst.Healthy {
-				t.Errorf("node %s device %s unhealthy: %s", fc.name, inst.ID, inst.HealthDescription)
+				t.Errorf("node %s device %s unhealthy: %s", fc.Name, inst.ID, inst.HealthDescription)
 			}
 		}
 	}
@@ -218,7 +79,7 @@ func TestDevicePluginEndToEnd(t *testing.T) {
 
 	// The client reports the plugin's statistics for every GPU (Stats RPC in a real agent).
 	testenv.Eventually(t, 30*time.Second, 500*time.Millisecond, "device statistics of the V100 client", func() error {
-		hs, err := c.api.Nodes().Stats(c.nodeIDs["v100"], nil)
+		hs, err := c.API.Nodes().Stats(c.NodeIDs["v100"], nil)
 		if err != nil {
 			return err
 		}
@@ -251,13 +112,13 @@ func TestDevicePluginEndToEnd(t *testing.T) {
 			{"a100", modelA100, 2},
 		} {
 			t.Run(tc.client, func(t *testing.T) {
-				job := parseJob(t, c.api, string(jobspec), "gpu-model-"+tc.client, tc.model, tc.count)
-				registerJob(t, c.api, job)
-				alloc := waitAllocDone(t, c.api, *job.ID)
-				if alloc.NodeID != c.nodeIDs[tc.client] {
-					t.Errorf("placed on node %s, want the %s client %s", alloc.NodeID, tc.client, c.nodeIDs[tc.client])
+				job := parseJob(t, c.API, string(jobspec), "gpu-model-"+tc.client, tc.model, tc.count)
+				registerJob(t, c.API, job)
+				alloc := waitAllocDone(t, c.API, *job.ID)
+				if alloc.NodeID != c.NodeIDs[tc.client] {
+					t.Errorf("placed on node %s, want the %s client %s", alloc.NodeID, tc.client, c.NodeIDs[tc.client])
 				}
-				got := visibleDevices(t, c.api, alloc)
+				got := testenv.VisibleDevices(t, c.API, taskName, alloc)
 				if len(got) != tc.count {
 					t.Fatalf("NVIDIA_VISIBLE_DEVICES has %d ids %q, want %d", len(got), got, tc.count)
 				}
@@ -291,11 +152,11 @@ func TestDevicePluginEndToEnd(t *testing.T) {
 	})
 
 	t.Run("missing model stays pending", func(t *testing.T) {
-		job := parseJob(t, c.api, string(jobspec), "gpu-model-missing", modelH100, 1)
-		evalID := registerJob(t, c.api, job)
+		job := parseJob(t, c.API, string(jobspec), "gpu-model-missing", modelH100, 1)
+		evalID := registerJob(t, c.API, job)
 		var eval *api.Evaluation
 		testenv.Eventually(t, 60*time.Second, 250*time.Millisecond, "evaluation completes", func() error {
-			e, _, err := c.api.Evaluations().Info(evalID, nil)
+			e, _, err := c.API.Evaluations().Info(evalID, nil)
 			if err != nil {
 				return err
 			}
@@ -317,14 +178,14 @@ func TestDevicePluginEndToEnd(t *testing.T) {
 			t.Errorf("no blocked evaluation: the job is not waiting for capacity")
 		}
 		time.Sleep(2 * time.Second)
-		j, _, err := c.api.Jobs().Info(*job.ID, nil)
+		j, _, err := c.API.Jobs().Info(*job.ID, nil)
 		if err != nil {
 			t.Fatalf("job info: %v", err)
 		}
 		if *j.Status != "pending" {
 			t.Errorf("job status %q, want pending", *j.Status)
 		}
-		allocs, _, err := c.api.Jobs().Allocations(*job.ID, false, nil)
+		allocs, _, err := c.API.Jobs().Allocations(*job.ID, false, nil)
 		if err != nil || len(allocs) != 0 {
 			t.Errorf("job has allocations %v (%v), want none", allocs, err)
 		}
@@ -401,35 +262,4 @@ func taskEvents(a *api.Allocation) string {
 		}
 	}
 	return b.String()
-}
-
-// visibleDevices reads the task's stdout and returns the UUIDs it printed.
-func visibleDevices(t *testing.T, c *api.Client, alloc *api.Allocation) []string {
-	t.Helper()
-	var out string
-	testenv.Eventually(t, 30*time.Second, 500*time.Millisecond, "task output", func() error {
-		r, err := c.AllocFS().Cat(alloc, "alloc/logs/"+taskName+".stdout.0", nil)
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		b, err := io.ReadAll(r)
-		if err != nil {
-			return err
-		}
-		out = string(b)
-		if !strings.Contains(out, "NVIDIA_VISIBLE_DEVICES=") {
-			return fmt.Errorf("output %q", out)
-		}
-		return nil
-	})
-	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(line, "NVIDIA_VISIBLE_DEVICES="); ok {
-			if v == "" {
-				return nil
-			}
-			return strings.Split(strings.TrimSpace(v), ",")
-		}
-	}
-	return nil
 }

@@ -2,7 +2,10 @@ package testenv
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,4 +148,35 @@ plugin "nomad-device-fft" {
 		return nil
 	})
 	return c
+}
+
+// VisibleDevices reads task's stdout in alloc and returns, sorted, the GPU ids of the first
+// non-empty NVIDIA_VISIBLE_DEVICES=... line it printed (nil if it printed only empty ones).
+func VisibleDevices(t testing.TB, c *api.Client, task string, alloc *api.Allocation) []string {
+	t.Helper()
+	var out string
+	Eventually(t, 30*time.Second, 500*time.Millisecond, "task output", func() error {
+		r, err := c.AllocFS().Cat(alloc, "alloc/logs/"+task+".stdout.0", nil)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		out = string(b)
+		if !strings.Contains(out, "NVIDIA_VISIBLE_DEVICES=") {
+			return fmt.Errorf("output %q", out)
+		}
+		return nil
+	})
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "NVIDIA_VISIBLE_DEVICES="); ok && strings.TrimSpace(v) != "" {
+			ids := strings.Split(strings.TrimSpace(v), ",")
+			sort.Strings(ids)
+			return ids
+		}
+	}
+	return nil
 }

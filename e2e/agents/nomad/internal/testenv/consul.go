@@ -23,43 +23,15 @@ const (
 // ErrNoConsul means no Consul agent binary was found.
 var ErrNoConsul = errors.New("no Consul agent binary")
 
+var consulBinary = agentBinary{"consul", ConsulVersion, EnvConsulBin, "e2e/agents/build-consul.sh", ErrNoConsul}
+
 // FindConsul returns the Consul agent to run: $FFT_CONSUL_BIN, else `consul` on PATH, else the
 // one e2e/agents/build-consul.sh caches in <repo>/.cache/agents/consul-v1.16.1/consul.
-func FindConsul() (string, error) {
-	if p := os.Getenv(EnvConsulBin); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%w: %s=%q: %w", ErrNoConsul, EnvConsulBin, p, err)
-		}
-		return p, nil
-	}
-	if p, err := exec.LookPath("consul"); err == nil {
-		return p, nil
-	}
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	cached := filepath.Join(root, ".cache", "agents", "consul-v"+ConsulVersion, "consul")
-	if _, err := os.Stat(cached); err != nil {
-		return "", fmt.Errorf("%w: %s is unset, no consul on PATH, and %s is missing (run e2e/agents/build-consul.sh)", ErrNoConsul, EnvConsulBin, cached)
-	}
-	return cached, nil
-}
+func FindConsul() (string, error) { return consulBinary.find() }
 
 // RequireConsul returns the Consul agent, or skips the test when there is none, unless
 // FFT_E2E=1, when a missing agent fails it.
-func RequireConsul(t testing.TB) string {
-	t.Helper()
-	p, err := FindConsul()
-	if err == nil {
-		return p
-	}
-	if os.Getenv(EnvE2E) == "1" {
-		t.Fatalf("%s=1 but %v", EnvE2E, err)
-	}
-	t.Skipf("skipping end-to-end test: %v (set %s=1 to make this a failure)", err, EnvE2E)
-	return ""
-}
+func RequireConsul(t testing.TB) string { t.Helper(); return consulBinary.require(t) }
 
 // Consul is a Consul dev agent started by a test.
 type Consul struct {

@@ -128,34 +128,42 @@ func CleanupPluginDir() {
 // ErrNoNomad means no Nomad agent binary was found.
 var ErrNoNomad = errors.New("no Nomad agent binary")
 
-// FindNomad returns the Nomad agent to run: $FFT_NOMAD_BIN, else `nomad` on PATH, else the
-// one e2e/agents/build.sh caches in <repo>/.cache/agents/nomad-v1.6.1/nomad.
-func FindNomad() (string, error) {
-	if p := os.Getenv(EnvNomadBin); p != "" {
+// agentBinary says where one agent's binary may be found.
+type agentBinary struct {
+	name, version, env, script string
+	missing                    error
+}
+
+var nomadBinary = agentBinary{"nomad", NomadVersion, EnvNomadBin, "e2e/agents/build.sh", ErrNoNomad}
+
+// find returns the agent to run: $env, else the command on PATH, else the one the build
+// script caches in <repo>/.cache/agents/<name>-v<version>/<name>.
+func (b agentBinary) find() (string, error) {
+	if p := os.Getenv(b.env); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%w: %s=%q: %w", ErrNoNomad, EnvNomadBin, p, err)
+			return "", fmt.Errorf("%w: %s=%q: %w", b.missing, b.env, p, err)
 		}
 		return p, nil
 	}
-	if p, err := exec.LookPath("nomad"); err == nil {
+	if p, err := exec.LookPath(b.name); err == nil {
 		return p, nil
 	}
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cached := filepath.Join(root, ".cache", "agents", "nomad-v"+NomadVersion, "nomad")
+	cached := filepath.Join(root, ".cache", "agents", b.name+"-v"+b.version, b.name)
 	if _, err := os.Stat(cached); err != nil {
-		return "", fmt.Errorf("%w: %s is unset, no nomad on PATH, and %s is missing (run e2e/agents/build.sh)", ErrNoNomad, EnvNomadBin, cached)
+		return "", fmt.Errorf("%w: %s is unset, no %s on PATH, and %s is missing (run %s)", b.missing, b.env, b.name, cached, b.script)
 	}
 	return cached, nil
 }
 
-// RequireNomad returns the Nomad agent, or skips the test when there is none, unless
-// FFT_E2E=1, when a missing agent fails it.
-func RequireNomad(t testing.TB) string {
+// require returns the agent, or skips the test when there is none, unless FFT_E2E=1, when
+// a missing agent fails it.
+func (b agentBinary) require(t testing.TB) string {
 	t.Helper()
-	p, err := FindNomad()
+	p, err := b.find()
 	if err == nil {
 		return p
 	}
@@ -165,6 +173,14 @@ func RequireNomad(t testing.TB) string {
 	t.Skipf("skipping end-to-end test: %v (set %s=1 to make this a failure)", err, EnvE2E)
 	return ""
 }
+
+// FindNomad returns the Nomad agent to run: $FFT_NOMAD_BIN, else `nomad` on PATH, else the
+// one e2e/agents/build.sh caches in <repo>/.cache/agents/nomad-v1.6.1/nomad.
+func FindNomad() (string, error) { return nomadBinary.find() }
+
+// RequireNomad returns the Nomad agent, or skips the test when there is none, unless
+// FFT_E2E=1, when a missing agent fails it.
+func RequireNomad(t testing.TB) string { t.Helper(); return nomadBinary.require(t) }
 
 // FreePorts returns n distinct TCP ports free on 127.0.0.1 right now.
 func FreePorts(t testing.TB, n int) []int {
