@@ -105,8 +105,15 @@ type lpSolution struct {
 	valueMag, boundMag, noise float64
 }
 
+// arc is one residual edge of the model graph, for the dual potentials.
+type arc struct {
+	u, v int
+	w    float64
+}
+
 type lpSolver struct {
 	p    *Problem
+	ar   *arena
 	m, n int
 	unit []float64
 	sol  *lpSolution
@@ -131,19 +138,22 @@ type lpSolver struct {
 // optimum. Such a start may not be min-cost for its value, so the answer is
 // accepted only when primal and dual agree; otherwise solveLP returns nil
 // and the caller solves from scratch.
-func solveLP(p *Problem, warm []int) *lpSolution {
+//
+// Buffers come from ar (nil allocates); the solution's flow and assigned
+// go back with ar.release(sol), the rest before solveLP returns.
+func solveLP(p *Problem, warm []int, ar *arena) *lpSolution {
 	m, n := p.M(), p.N()
 	s := &lpSolver{
-		p: p, m: m, n: n,
-		unit:  make([]float64, n*m),
+		p: p, m: m, n: n, ar: ar,
+		unit:  ar.float64s(n * m),
 		srcs:  make([]entryHeap, m),
-		heaps: make([]entryHeap, m*m),
+		heaps: ar.heapSet(m * m),
 		wS:    make([]float64, m),
 		wAB:   make([]float64, m*m),
 		dist:  make([]float64, m+3),
 		sol: &lpSolution{
-			flow:     make([]int, n*m),
-			assigned: make([]int, n),
+			flow:     ar.zeroInts(n * m),
+			assigned: ar.zeroInts(n),
 			load:     make([]int, m),
 			q:        make([]float64, m),
 		},
@@ -165,7 +175,16 @@ func solveLP(p *Problem, warm []int) *lpSolution {
 		s.start(warm)
 	}
 	// Items a warm start placed whole never have GPUs left to place, so
-	// they stay out of the source heaps.
+	// they stay out of the source heaps. Each model's heap holds at most n.
+	srcBuf := ar.entries(n * m)[:n*m]
+	for i := range s.srcs {
+		s.srcs[i] = srcBuf[i*n : i*n : (i+1)*n]
+	}
+	defer func() {
+		ar.putFloats(s.unit)
+		ar.putEntries(srcBuf)
+		ar.putHeapSet(s.heaps)
+	}()
 	for k, u := range s.unit {
 		if j := k / m; !math.IsInf(u, 1) && s.sol.assigned[j] < p.Size[j] {
 			s.srcs[k%m] = append(s.srcs[k%m], heapEntry{u, int32(j)})
@@ -182,9 +201,17 @@ func solveLP(p *Problem, warm []int) *lpSolution {
 	agree := optTol*math.Abs(s.sol.value) + s.sol.noise
 	s.sol.optimal = !s.sol.stalled && math.Abs(s.sol.value-s.sol.bound) <= agree
 	if warm != nil && !s.sol.optimal {
+		ar.release(s.sol)
 		return nil
 	}
 	return s.sol
+}
+
+// release returns the solution's large buffers to ar.
+func (ar *arena) release(sol *lpSolution) {
+	if sol != nil {
+		ar.putInts(sol.flow, sol.assigned)
+	}
 }
 
 // optTol is the relative primal-dual disagreement above which an LP
@@ -435,11 +462,7 @@ func (s *lpSolver) duals() {
 			}
 		}
 	}
-	type arc struct {
-		u, v int
-		w    float64
-	}
-	arcs := make([]arc, 0, m*(m+3)+2)
+	arcs := s.ar.arcBuf(m*(m+3) + 2)
 	for i := 0; i < m; i++ {
 		arcs = append(arcs, arc{S, i, s.wS[i]}, arc{i, S, wAS[i]})
 		if sol.load[i] < p.Capacity[i] {

@@ -50,7 +50,7 @@ func MaxUsage(ctx context.Context, p *Problem, opt Options) (Packing, error) {
 	}
 	bound = min(bound, q.usage(allFitting(q)))
 	if u := q.usage(best); u < bound {
-		bound = min(bound, solveLP(q, nil).total, subsetSumBound(q))
+		bound = min(bound, solveLP(q, nil, nil).total, subsetSumBound(q))
 	}
 	if u := q.usage(best); u < bound {
 		res, err := solve(ctx, q, Options{NodeLimit: opt.NodeLimit, Start: best}, -float64(bound))

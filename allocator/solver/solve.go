@@ -63,7 +63,9 @@ func solve(ctx context.Context, p *Problem, opt Options, target float64) (Result
 	for j := range idx {
 		idx[j] = j
 	}
-	s.explore(restrict(p, idx, -1), idx, nil, 0, math.Inf(-1))
+	// The root explores p itself: nodes never change their problem, and
+	// every step already skips options larger than their model.
+	s.explore(p, idx, nil, 0, math.Inf(-1))
 	if s.best == nil {
 		if s.stopped {
 			if err := ctx.Err(); err != nil {
@@ -117,6 +119,8 @@ type search struct {
 	unproven bool
 	// coldSolves counts warm starts that were not optimal.
 	coldSolves int
+	// ar recycles per-node buffers.
+	ar *arena
 	// coreTried: the core heuristic runs once, at the first large node;
 	// after it the incumbent is rarely improved by running it again.
 	coreTried bool
@@ -127,6 +131,7 @@ func newSearch(ctx context.Context, p *Problem, opt Options, target float64) *se
 		ctx: ctx, p: p, limit: opt.NodeLimit, target: target,
 		assign:  make([]int, p.N()),
 		bestVal: math.Inf(1), minOpen: math.Inf(1),
+		ar:      &arena{},
 	}
 	if s.limit <= 0 {
 		s.limit = DefaultNodeLimit
@@ -167,11 +172,12 @@ func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentB
 			s.assign[j] = -1
 		}
 	}()
-	lp := solveLP(sub, warm)
+	lp := solveLP(sub, warm, s.ar)
 	if lp == nil {
 		s.coldSolves++
-		lp = solveLP(sub, nil)
+		lp = solveLP(sub, nil, s.ar)
 	}
+	defer s.ar.release(lp)
 	s.augs += lp.augs
 	if lp.stalled {
 		// Float noise stopped the LP: its bound holds, but neither its
@@ -191,8 +197,9 @@ func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentB
 		s.minOpen = math.Min(s.minOpen, bound)
 		return
 	}
-	if choice, ok := s.integral(sub, idx, lp); ok {
-		s.offer(choice)
+	if s.integral(sub, lp) {
+		m := sub.M()
+		s.offerSub(sub, idx, fixedCost, func(j int) int { return lpModel(lp, j, m, sub.Size[j]) })
 		if !lp.optimal {
 			// The integral flow may not be the node's best: keep the
 			// bound in the proven gap instead of claiming the node.
@@ -205,9 +212,9 @@ func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentB
 	// rounding, whose sort covers every option.
 	if !s.nested && !s.coreTried && sub.N() > 2*coreSize(sub.M()) {
 		s.coreTried = true
-		s.coreHeuristic(sub, idx, lp)
+		s.coreHeuristic(sub, idx, lp, fixedCost)
 	} else {
-		s.round(sub, idx, lp)
+		s.round(sub, idx, lp, fixedCost)
 	}
 	if s.done() || bound >= s.bestVal-s.tol {
 		s.minOpen = math.Min(s.minOpen, bound)
@@ -221,6 +228,10 @@ func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentB
 	next, nextIdx, newIndex, fixedCost, undo := s.fix(sub, idx, lp, s.bestVal-bound, fixedCost, undo)
 	if newIndex != nil {
 		jb = int(newIndex[jb])
+		defer func() {
+			s.ar.putFloats(next.Cost)
+			s.ar.putInts(next.Size, nextIdx)
+		}()
 	}
 	sub, idx = next, nextIdx
 	if slices.ContainsFunc(sub.Capacity, func(y int) bool { return y < 0 }) {
@@ -240,7 +251,8 @@ func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentB
 		}
 	}
 	// Children start from this node's LP optimum, carried to their items.
-	carried := make([]int, (sub.N()-1)*m)
+	carried := s.ar.zeroInts((sub.N() - 1) * m)
+	defer s.ar.putInts(carried)
 	for j := 0; j < parentSub.N(); j++ {
 		nj := j
 		if newIndex != nil {
@@ -255,9 +267,8 @@ func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentB
 		if o >= 0 && (math.IsInf(sub.Cost[jb*m+o], 1) || sub.Size[jb] > sub.Capacity[o]) {
 			continue // fixing ruled this option out
 		}
-		child := slices.Clone(idx[:jb:jb])
-		child = append(child, idx[jb+1:]...)
-		cp := restrict(sub, idx, idx[jb])
+		child := append(append(s.ar.zeroInts(len(idx) - 1)[:0], idx[:jb]...), idx[jb+1:]...)
+		cp := restrict(sub, idx, idx[jb], s.ar)
 		cost := 0.0
 		if o >= 0 {
 			cost = sub.Cost[jb*m+o]
@@ -265,7 +276,10 @@ func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentB
 			cp.MinUsage = max(0, cp.MinUsage-sub.Size[jb])
 			s.assign[idx[jb]] = o
 		}
-		s.explore(cp, child, fitWarm(cp, carried), fixedCost+cost, bound)
+		warm := fitWarm(cp, carried, s.ar)
+		s.explore(cp, child, warm, fixedCost+cost, bound)
+		s.ar.putFloats(cp.Cost)
+		s.ar.putInts(cp.Size, child, warm)
 		s.assign[idx[jb]] = -1
 		if s.stopped {
 			s.minOpen = math.Min(s.minOpen, bound)
@@ -280,9 +294,10 @@ func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentB
 // fitWarm copies a carried flow and takes out what no longer fits: flow on
 // options the child excludes, and GPUs over a model's reduced capacity
 // (the costliest per GPU first, the LP's own order of preference).
-func fitWarm(p *Problem, carried []int) []int {
+func fitWarm(p *Problem, carried []int, ar *arena) []int {
 	m := p.M()
-	warm := slices.Clone(carried)
+	warm := ar.zeroInts(len(carried))
+	copy(warm, carried)
 	load := make([]int, m)
 	for k, f := range warm {
 		if f > 0 && (math.IsInf(p.Cost[k], 1) || p.Size[k/m] > p.Capacity[k%m]) {
@@ -320,13 +335,13 @@ func fitWarm(p *Problem, carried []int) []int {
 	return warm
 }
 
-// restrict copies sub without the item whose original index is drop (-1
-// keeps all), excluding options whose size exceeds the capacity.
-func restrict(sub *Problem, idx []int, drop int) *Problem {
+// restrict copies sub without the item whose original index is drop,
+// excluding options whose size exceeds the capacity.
+func restrict(sub *Problem, idx []int, drop int, ar *arena) *Problem {
 	m := sub.M()
 	out := &Problem{Capacity: slices.Clone(sub.Capacity), MinUsage: sub.MinUsage}
-	out.Size = make([]int, 0, sub.N())
-	out.Cost = make([]float64, 0, len(sub.Cost))
+	out.Size = ar.zeroInts(sub.N())[:0]
+	out.Cost = ar.float64s(len(sub.Cost))[:0]
 	for j := 0; j < sub.N(); j++ {
 		if idx[j] == drop {
 			continue
@@ -342,25 +357,36 @@ func restrict(sub *Problem, idx []int, drop int) *Problem {
 	return out
 }
 
-// full returns the complete assignment: fixings plus choice for sub items.
-func (s *search) full(idx []int, choice func(j int) int) []int {
+// offerSub offers the node's fixings plus choice for its items. The cost
+// follows from fixedCost without building the complete assignment, which
+// is built (and priced exactly, in item order) only when it may improve:
+// large rounds offer often, and each assignment is as long as the round.
+func (s *search) offerSub(sub *Problem, idx []int, fixedCost float64, choice func(j int) int) {
+	m, v := sub.M(), fixedCost
+	for j := range idx {
+		if i := choice(j); i >= 0 {
+			v += sub.Cost[j*m+i]
+		}
+	}
+	if v >= s.bestVal+s.tol {
+		return
+	}
 	out := slices.Clone(s.assign)
 	for j, o := range idx {
 		out[o] = choice(j)
 	}
-	return out
+	s.offer(out)
 }
 
-// integral reports whether the LP chose whole items, and if so returns
-// the complete assignment.
-func (s *search) integral(sub *Problem, idx []int, lp *lpSolution) ([]int, bool) {
+// integral reports whether the LP chose whole items.
+func (s *search) integral(sub *Problem, lp *lpSolution) bool {
 	m := sub.M()
 	for j := 0; j < sub.N(); j++ {
 		if a := lp.assigned[j]; a != 0 && lpModel(lp, j, m, sub.Size[j]) < 0 {
-			return nil, false
+			return false
 		}
 	}
-	return s.full(idx, func(j int) int { return lpModel(lp, j, m, sub.Size[j]) }), true
+	return true
 }
 
 // lpModel is the model holding all of item j in the LP, or -1.
@@ -409,7 +435,7 @@ func lpPreference(a, b option) int {
 // round is the primal heuristic: keep the LP's whole items, then take
 // options in order of reduced cost while they fit and either are needed
 // for the usage bound or lower the objective.
-func (s *search) round(sub *Problem, idx []int, lp *lpSolution) {
+func (s *search) round(sub *Problem, idx []int, lp *lpSolution, fixedCost float64) {
 	m, n := sub.M(), sub.N()
 	choice := make([]int, n)
 	load := make([]int, m)
@@ -438,7 +464,7 @@ func (s *search) round(sub *Problem, idx []int, lp *lpSolution) {
 		}
 	}
 	if usage >= sub.MinUsage {
-		s.offer(s.full(idx, func(j int) int { return choice[j] }))
+		s.offerSub(sub, idx, fixedCost, func(j int) int { return choice[j] })
 	}
 }
 
@@ -451,7 +477,7 @@ func coreSize(m int) int { return 16 + 4*m }
 // of large knapsack solvers). Items whose best and second-best options are
 // closest in reduced cost stay free; the rest keep the LP's choice; the
 // small problem left is solved by a nested search.
-func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution) {
+func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution, fixedCost float64) {
 	m, n := sub.M(), sub.N()
 	type cand struct {
 		j     int
@@ -513,7 +539,8 @@ func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution) {
 	for j := range all {
 		all[j] = j
 	}
-	inner.explore(restrict(core, all, -1), all, nil, 0, math.Inf(-1))
+	inner.ar = s.ar // the nested search runs inside this node and gives back what it takes
+	inner.explore(core, all, nil, 0, math.Inf(-1))
 	s.nodes += inner.nodes
 	s.augs += inner.augs
 	if inner.best == nil {
@@ -522,7 +549,7 @@ func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution) {
 	for k, j := range coreIdx {
 		fixed[j] = inner.best[k]
 	}
-	s.offer(s.full(idx, func(j int) int { return fixed[j] }))
+	s.offerSub(sub, idx, fixedCost, func(j int) int { return fixed[j] })
 }
 
 // fillersPerSize is how many waiting items per (model, size) the core
@@ -591,8 +618,9 @@ func (s *search) fix(sub *Problem, idx []int, lp *lpSolution, gap, fixedCost flo
 	}
 	m, n := sub.M(), sub.N()
 	keep := gap + s.tol
-	out := &Problem{Capacity: slices.Clone(sub.Capacity), MinUsage: sub.MinUsage}
-	var outIdx []int
+	out := &Problem{Capacity: slices.Clone(sub.Capacity), MinUsage: sub.MinUsage,
+		Size: s.ar.zeroInts(n)[:0], Cost: s.ar.float64s(n * m)[:0]}
+	outIdx := s.ar.zeroInts(n)[:0]
 	newIndex := make([]int32, n)
 	changed := false
 	row := make([]float64, m)
@@ -640,6 +668,8 @@ func (s *search) fix(sub *Problem, idx []int, lp *lpSolution, gap, fixedCost flo
 		}
 	}
 	if !changed {
+		s.ar.putFloats(out.Cost)
+		s.ar.putInts(out.Size, outIdx)
 		return sub, idx, nil, fixedCost, undo
 	}
 	return out, outIdx, newIndex, fixedCost, undo

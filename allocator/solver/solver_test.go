@@ -186,7 +186,7 @@ func TestLPDualsAreOptimal(t *testing.T) {
 		p := randomProblem(r)
 		k, _, _ := bruteForce(p, true)
 		p.MinUsage = r.IntN(k + 1)
-		lp := solveLP(p, nil)
+		lp := solveLP(p, nil, nil)
 		if !lp.feasible {
 			t.Fatalf("instance %d: LP infeasible at MinUsage %d <= K %d", it, p.MinUsage, k)
 		}
