@@ -129,6 +129,9 @@ type lpSolver struct {
 	dirty []bool
 	// mag[v] is the largest magnitude among the terms of dist[v].
 	mag []float64
+	// active, next and queued are Bellman-Ford's work lists.
+	active, next []int
+	queued       []bool
 }
 
 // solveLP solves the relaxation of p exactly (up to float rounding).
@@ -160,6 +163,9 @@ func solveLP(p *Problem, warm []int, ar *arena) *lpSolution {
 		predNode: make([]int, m+2),
 		predJob:  make([]int32, m+2),
 		dirty:    make([]bool, m),
+		active:   make([]int, 0, m),
+		next:     make([]int, 0, m),
+		queued:   make([]bool, m),
 	}
 	for i := range s.dirty {
 		s.dirty[i] = true
@@ -291,30 +297,39 @@ func (s *lpSolver) shortest() (int, float64) {
 			s.predJob[i] = s.srcs[i][0].j
 		}
 	}
-	for pass := 0; pass < m; pass++ {
-		changed := false
-		for a := 0; a < m; a++ {
-			if math.IsInf(s.dist[a], 1) {
-				continue
-			}
-			for b := 0; b < m; b++ {
-				w := s.wAB[a*m+b]
+	// Bellman-Ford, relaxing in each pass only from the models whose label
+	// changed in the pass before (most passes touch one or two).
+	active, next := s.active[:0], s.next[:0]
+	for i := 0; i < m; i++ {
+		if !math.IsInf(s.dist[i], 1) {
+			active = append(active, i)
+		}
+	}
+	for pass := 0; pass < m && len(active) > 0; pass++ {
+		clear(s.queued)
+		next = next[:0]
+		for _, a := range active {
+			da, ma := s.dist[a], s.mag[a]
+			row := s.wAB[a*m : (a+1)*m]
+			for b, w := range row {
 				if a == b || math.IsInf(w, 1) {
 					continue
 				}
-				nd := s.dist[a] + w
-				mag := math.Max(s.mag[a], math.Abs(w))
+				nd := da + w
+				mag := max(ma, math.Abs(w))
 				if improves(nd, mag, s.dist[b], s.mag[b]) {
 					s.dist[b], s.mag[b] = nd, mag
 					s.predNode[b], s.predJob[b] = a, s.heaps[a*m+b][0].j
-					changed = true
+					if !s.queued[b] {
+						s.queued[b] = true
+						next = append(next, b)
+					}
 				}
 			}
 		}
-		if !changed {
-			break
-		}
+		active, next = next, active
 	}
+	s.active, s.next = active, next
 	best, bd := -1, inf
 	for i := 0; i < m; i++ {
 		if sol.load[i] < s.p.Capacity[i] && s.dist[i] < bd {
