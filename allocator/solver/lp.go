@@ -171,10 +171,13 @@ func solveLP(p *Problem, warm []int, ar *arena) *lpSolution {
 		s.dirty[i] = true
 	}
 	s.mag = make([]float64, m+3)
-	for k, c := range p.Cost {
-		s.unit[k] = math.Inf(1)
-		if j, i := k/m, k%m; !math.IsInf(c, 1) && p.Size[j] <= p.Capacity[i] {
-			s.unit[k] = c / float64(p.Size[j])
+	for j, k := 0, 0; j < n; j++ {
+		d := p.Size[j]
+		for i := 0; i < m; i, k = i+1, k+1 {
+			s.unit[k] = math.Inf(1)
+			if c := p.Cost[k]; !math.IsInf(c, 1) && d <= p.Capacity[i] {
+				s.unit[k] = c / float64(d)
+			}
 		}
 	}
 	if warm != nil {
@@ -191,9 +194,14 @@ func solveLP(p *Problem, warm []int, ar *arena) *lpSolution {
 		ar.putEntries(srcBuf)
 		ar.putHeapSet(s.heaps)
 	}()
-	for k, u := range s.unit {
-		if j := k / m; !math.IsInf(u, 1) && s.sol.assigned[j] < p.Size[j] {
-			s.srcs[k%m] = append(s.srcs[k%m], heapEntry{u, int32(j)})
+	for j, k := 0, 0; j < n; j, k = j+1, k+m {
+		if s.sol.assigned[j] >= p.Size[j] {
+			continue
+		}
+		for i, u := range s.unit[k : k+m] {
+			if !math.IsInf(u, 1) {
+				s.srcs[i] = append(s.srcs[i], heapEntry{u, int32(j)})
+			}
 		}
 	}
 	for i := range s.srcs {
@@ -317,7 +325,9 @@ func (s *lpSolver) shortest() (int, float64) {
 				}
 				nd := da + w
 				mag := max(ma, math.Abs(w))
-				if improves(nd, mag, s.dist[b], s.mag[b]) {
+				old := s.dist[b]
+				// improves, inlined: this is the solver's hottest loop.
+				if nd < old-relTol*max(mag, s.mag[b]) || (math.IsInf(old, 1) && !math.IsInf(nd, 1)) {
 					s.dist[b], s.mag[b] = nd, mag
 					s.predNode[b], s.predJob[b] = a, s.heaps[a*m+b][0].j
 					if !s.queued[b] {
