@@ -42,3 +42,17 @@ func (Binpack) Schedule(_ context.Context, s *Snapshot) (Assignment, error) {
 	}
 	return a, nil
 }
+
+// keepRunning assigns every running job to the model it ran on (for
+// non-preemptive policies) and returns the GPUs left.
+func keepRunning(s *Snapshot) (Assignment, free) {
+	a, f := make(Assignment, len(s.Jobs)), newFree(s)
+	for k := range s.Jobs {
+		j := &s.Jobs[k]
+		if j.Running != "" {
+			a[j.ID] = j.Running
+			f[j.Running] -= j.GPUs
+		}
+	}
+	return a, f
+}

@@ -19,16 +19,22 @@ const (
 )
 
 // NewFTF is the heterogeneity-agnostic finish-time fairness policy.
-func NewFTF(Options) Policy { return newGavel(FTFName, finishTime(false)) }
+func NewFTF(opt Options) Policy { return newGavelPolicy(FTFName, finishTime(false), false, opt.Seed) }
 
 // NewGavelFTF is Gavel's heterogeneity-aware finish-time fairness policy.
-func NewGavelFTF(Options) Policy { return newGavel(GavelFTFName, finishTime(true)) }
+func NewGavelFTF(opt Options) Policy {
+	return newGavelPolicy(GavelFTFName, finishTime(true), true, opt.Seed)
+}
 
 // finishTime minimises the largest rho_j = (e_j + R_j / r_j(x)) / T_j, with
 // e_j the time since arrival, R_j the remaining work, r_j(x) the rate under
-// allocation x and T_j = W_j / r_j(isolated) the job's time alone on its
-// isolated share (our simplification: Gavel accumulates the isolated time
-// of past work across share changes). rho_j <= z is r_j(x) >= q_j(z) =
+// allocation x and T_j = e_j + R_j / r_j(isolated) the job's expected
+// finish on its isolated share from now on, as in Gavel's
+// FinishTimeFairnessPolicyWithPerf (policies/finish_time_fairness.py of
+// stanford-futuredata/gavel: times_since_start + num_steps_remaining /
+// isolated throughput, the isolated allocation being the agnostic max-min
+// one, for which we take isolatedShares, its symmetric optimum; see
+// maxMin). rho_j <= z is r_j(x) >= q_j(z) =
 // R_j / (z T_j - e_j), linear for fixed z. Starting from z = the largest
 // rho of the isolated allocation (always feasible), each step solves the
 // max-min LP  max_x min_j r_j(x) / q_j(z)  and moves z to the largest rho
@@ -53,7 +59,9 @@ func finishTime(aware bool) fractional {
 			}
 			e[k] = math.Max(0, s.Now-j.Arrival)
 			rem[k] = j.Remaining()
-			T[k] = j.Work / risol
+			// Gavel's reference is the expected finish under the isolated
+			// allocation from now on: time since arrival + remaining / rate.
+			T[k] = e[k] + rem[k]/risol
 		}
 		worst := func(x [][]float64) float64 {
 			z := 0.0

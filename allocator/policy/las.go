@@ -8,34 +8,62 @@ const (
 	GavelLASName = "gavel-las"
 )
 
-// maxMinEps weighs the secondary objective (mean normalised throughput)
-// against the max-min value. It only breaks ties among max-min optima, so
-// the simplex does not leave non-bottleneck jobs at an arbitrary vertex
-// (Gavel's interior-point solver returns a central optimum instead).
-const maxMinEps = 1e-4
+// maxMinEps weighs a secondary objective (mean normalised throughput)
+// against the max-min value. It is 0: Gavel's programs
+// (policies/max_min_fairness.py and finish_time_fairness.py of
+// stanford-futuredata/gavel) have no secondary objective, and a
+// throughput tie-break is a heterogeneity-aware optimisation Gavel does not
+// make (it put every non-bottleneck job on its fastest model and made our
+// gavel-las/gavel-ftf 20-30% faster than Gavel's at 2 jobs/hour). Among the
+// optima we return the simplex's vertex; Gavel's interior-point solver
+// (ECOS via cvxpy) returns a central optimum instead, which spreads
+// non-bottleneck jobs over all models. Neither choice favours fast models;
+// Gavel's round mechanism (gavel), being work conserving, makes the choice
+// matter only under contention.
+const maxMinEps = 0
 
 // NewLAS is the heterogeneity-agnostic max-min fairness policy.
-func NewLAS(Options) Policy { return newGavel(LASName, maxMin(false)) }
+// Gavel's name has no "Perf": its round mechanism fills the models in a
+// shuffled order (see gavel).
+func NewLAS(opt Options) Policy { return newGavelPolicy(LASName, maxMin(false), false, opt.Seed) }
 
 // NewGavelLAS is Gavel's heterogeneity-aware max-min fairness policy.
-func NewGavelLAS(Options) Policy { return newGavel(GavelLASName, maxMin(true)) }
+func NewGavelLAS(opt Options) Policy {
+	return newGavelPolicy(GavelLASName, maxMin(true), true, opt.Seed)
+}
 
 // maxMin returns Gavel's max-min fairness allocation:
 //
 //	maximise   min_j  sum_i w_ji x_ji,   w_ji = theta_ji * d_j / theta_j(proportional)
 //	subject to sum_i x_ji <= 1,  sum_j d_j x_ji <= Y_i,  x >= 0
 //
-// where theta_j(proportional) is the job's rate under proportionalShares.
-// Agnostic: theta is the job's mean rate on every model it fits.
+// Agnostic: theta is the job's mean rate on every model it fits and the
+// normaliser its rate under proportionalShares, which leaves w_ji = d_j
+// times a factor common to all jobs: Gavel's MaxMinFairnessPolicy (all
+// throughputs 1, weight = scale factor; policies/max_min_fairness.py of
+// stanford-futuredata/gavel). Heterogeneity-aware (MaxMinFairnessPolicyWithPerf):
+// the normaliser is the job's throughput under the agnostic max-min
+// allocation, which weighs jobs by their GPUs (equal GPU shares), not under
+// an equal time share per job; we take isolatedShares, the symmetric
+// optimum of the agnostic program (Gavel's solver returns some optimum of
+// it; with equal model sizes its central one splits the models evenly).
 func maxMin(aware bool) fractional {
 	return func(s *Snapshot, g *gavel) [][]float64 {
 		n, m := len(s.Jobs), len(s.Models)
 		w := make([][]float64, n)
+		var iso [][]float64
+		if aware {
+			iso = isolatedShares(s)
+		}
 		for k := range s.Jobs {
 			j := &s.Jobs[k]
 			r := rates(s, j, aware)
+			norm := proportionalShares(s, j)
+			if aware {
+				norm = iso[k]
+			}
 			prop := 0.0
-			for i, x := range proportionalShares(s, j) {
+			for i, x := range norm {
 				prop += r[i] * x
 			}
 			w[k] = make([]float64, m)
