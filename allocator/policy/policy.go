@@ -3,15 +3,13 @@ package policy
 import (
 	"context"
 	"sort"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
 )
 
-// Model is one GPU model and how many of its GPUs the round may use.
-type Model struct {
-	Name string `json:"name"`
-	GPUs int    `json:"gpus"`
-	// MemoryGB per GPU; 0 = unknown (excludes nothing).
-	MemoryGB float64 `json:"memory_gb,omitempty"`
-}
+// Model is one GPU model and how many of its GPUs the round may use: the
+// round engine's own type, so snapshots and instances share it.
+type Model = allocator.Model
 
 // Job is one active job as a policy sees it at the start of a round.
 // Work is in the job's own units (steps or epochs); Rate converts it to time.

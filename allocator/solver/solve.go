@@ -16,6 +16,9 @@ type Options struct {
 	// Start, when it is a feasible assignment (len N, -1 = left out), is
 	// the first incumbent. MaxUsage's packing is a good one.
 	Start []int
+	// noDP turns the dynamic program for small clusters off, so that
+	// tests can check branch and bound on the same small instances.
+	noDP bool
 }
 
 // DefaultNodeLimit stops a search that has not closed its gap; the answer
@@ -50,6 +53,14 @@ func Solve(ctx context.Context, p *Problem, opt Options) (res Result, err error)
 // bound), which MaxUsage uses when its packing bound is met.
 func solve(ctx context.Context, p *Problem, opt Options, target float64) (Result, error) {
 	start := time.Now()
+	if states := dpSize(p); states > 0 && !opt.noDP {
+		choice, obj, ok := solveDP(p, states)
+		if !ok {
+			return Result{}, ErrInfeasible
+		}
+		return Result{Choice: choice, Objective: obj, Bound: obj, Usage: p.usage(choice), Status: Optimal,
+			Stats: Stats{Runtime: time.Since(start)}}, nil
+	}
 	s := newSearch(ctx, p, opt, target)
 	if opt.Start != nil {
 		if len(opt.Start) != p.N() {
@@ -121,6 +132,8 @@ type search struct {
 	coldSolves int
 	// ar recycles per-node buffers.
 	ar *arena
+	// noDP: see Options.
+	noDP bool
 	// coreTried: the core heuristic runs once, at the first large node;
 	// after it the incumbent is rarely improved by running it again.
 	coreTried bool
@@ -128,7 +141,7 @@ type search struct {
 
 func newSearch(ctx context.Context, p *Problem, opt Options, target float64) *search {
 	s := &search{
-		ctx: ctx, p: p, limit: opt.NodeLimit, target: target,
+		ctx: ctx, p: p, limit: opt.NodeLimit, target: target, noDP: opt.noDP,
 		assign:  make([]int, p.N()),
 		bestVal: math.Inf(1), minOpen: math.Inf(1),
 		ar:      &arena{},
@@ -165,6 +178,15 @@ func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentB
 		s.stopped = true
 		s.minOpen = math.Min(s.minOpen, parentBound)
 		return
+	}
+	if !s.noDP {
+		if states := dpSize(sub); states > 0 {
+			// Few GPUs are left: the DP settles the node exactly.
+			if choice, _, ok := solveDP(sub, states); ok {
+				s.offerSub(sub, idx, fixedCost, func(j int) int { return choice[j] })
+			}
+			return
+		}
 	}
 	var undo []int
 	defer func() {

@@ -119,26 +119,34 @@ func TestSolveMatchesBruteForce(t *testing.T) {
 	for it := 0; it < instances; it++ {
 		p := randomProblem(r)
 		k, want, _ := bruteForce(p, true)
-		pack, err := MaxUsage(ctx, p, Options{})
-		if err != nil {
-			t.Fatalf("instance %d: MaxUsage: %v\n%s", it, err, dump(p))
-		}
-		if pack.Usage != k || !pack.Proven || !p.withMin(0).Feasible(pack.Choice) {
-			t.Fatalf("instance %d: MaxUsage = %+v, brute force K = %d\n%s", it, pack, k, dump(p))
+		var pack Packing
+		for _, noDP := range []bool{true, false} {
+			var err error
+			pack, err = MaxUsage(ctx, p, Options{noDP: noDP})
+			if err != nil {
+				t.Fatalf("instance %d: MaxUsage: %v\n%s", it, err, dump(p))
+			}
+			if pack.Usage != k || !pack.Proven || !p.withMin(0).Feasible(pack.Choice) {
+				t.Fatalf("instance %d (noDP %v): MaxUsage = %+v, brute force K = %d\n%s", it, noDP, pack, k, dump(p))
+			}
 		}
 		p.MinUsage = k
-		res, err := Solve(ctx, p, Options{Start: pack.Choice})
-		if err != nil {
-			t.Fatalf("instance %d: Solve: %v\n%s", it, err, dump(p))
-		}
-		if !p.Feasible(res.Choice) {
-			t.Fatalf("instance %d: infeasible answer %v\n%s", it, res.Choice, dump(p))
-		}
-		if got := p.Objective(res.Choice); math.Abs(got-want) > tolFor(p) || math.Abs(res.Objective-got) > tolFor(p) {
-			t.Fatalf("instance %d: objective %v (reported %v), brute force %v\n%s", it, got, res.Objective, want, dump(p))
-		}
-		if res.Status != Optimal || res.Objective-res.Bound > math.Max(1e-8*math.Max(1, math.Abs(res.Objective)), tolFor(p)) || res.Bound > res.Objective+tolFor(p) {
-			t.Fatalf("instance %d: status %v gap %v bound %v objective %v", it, res.Status, res.Gap, res.Bound, res.Objective)
+		// Both exact methods: the DP small clusters get, and branch and
+		// bound, which larger ones get.
+		for _, noDP := range []bool{false, true} {
+			res, err := Solve(ctx, p, Options{Start: pack.Choice, noDP: noDP})
+			if err != nil {
+				t.Fatalf("instance %d (noDP %v): Solve: %v\n%s", it, noDP, err, dump(p))
+			}
+			if !p.Feasible(res.Choice) {
+				t.Fatalf("instance %d (noDP %v): infeasible answer %v\n%s", it, noDP, res.Choice, dump(p))
+			}
+			if got := p.Objective(res.Choice); math.Abs(got-want) > tolFor(p) || math.Abs(res.Objective-got) > tolFor(p) {
+				t.Fatalf("instance %d (noDP %v): objective %v (reported %v), brute force %v\n%s", it, noDP, got, res.Objective, want, dump(p))
+			}
+			if res.Status != Optimal || res.Objective-res.Bound > math.Max(1e-8*math.Max(1, math.Abs(res.Objective)), tolFor(p)) || res.Bound > res.Objective+tolFor(p) {
+				t.Fatalf("instance %d (noDP %v): status %v gap %v bound %v objective %v", it, noDP, res.Status, res.Gap, res.Bound, res.Objective)
+			}
 		}
 	}
 }
@@ -152,7 +160,7 @@ func TestSolveWithoutStart(t *testing.T) {
 		k, _, _ := bruteForce(p, true)
 		p.MinUsage = r.IntN(k + 2)
 		_, want, ok := bruteForce(p, false)
-		res, err := Solve(context.Background(), p, Options{})
+		res, err := Solve(context.Background(), p, Options{noDP: it%2 == 0})
 		if !ok {
 			if err != ErrInfeasible {
 				t.Fatalf("instance %d: MinUsage %d > K %d: got %v, want ErrInfeasible", it, p.MinUsage, k, err)
@@ -202,6 +210,10 @@ func TestRegressions(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		p    Problem
+		// k and want, when set, are brute force's K and optimum, recorded
+		// for an instance too large to enumerate in a unit test.
+		k    int
+		want float64
 	}{{
 		// From a simulated FFT round: costs from -4.8e8 to 10. Float
 		// noise of 4e-11 made a zero-cost cycle of moves look negative,
@@ -219,12 +231,38 @@ func TestRegressions(t *testing.T) {
 			508.16573360203785, 647.6908062934972, 2242.6966982989597,
 			10.792882898205074, 13.553747871115545, 52.20818743460802}},
 	}, {
+		// From a simulated FFT round: K = 36 fills every GPU, which
+		// forces out the one single-GPU job (parity) although it has the
+		// most negative cost. The LP ignores parity; branch and bound
+		// ran past 100,000 nodes. Brute force: -141369673 (4^13 cases,
+		// too slow to repeat here).
+		name: "usage bound forces parity",
+		p: Problem{Capacity: []int{12, 12, 12}, Size: []int{4, 4, 4, 1, 2, 4, 4, 2, 4, 4, 2, 4, 4}, Cost: []float64{
+			7174.53131756777, 6785.736084262005, 14024.75936272485,
+			-2.1458222029288933e+06, -1.3203239093358424e+06, -395955.281276986,
+			-1.3662614836150235e+08, -1.188353825269101e+08, -4.752630408286021e+07,
+			-1.7643894527476174e+08, -1.401611151103061e+08, -3.561227395971869e+07,
+			1912.5298795288882, 4300.284793306411, 10401.311425196483,
+			-1.189068139504002e+06, -1.3044096555803176e+06, -293112.65746415127,
+			7542.4368120174995, 9614.39834177996, 33338.11336841156,
+			584.1548783392197, 1407.947557592583, 3342.797136431108,
+			-306784.76553500176, -336938.4340982111, -67786.62530902508,
+			3268.5440317460548, 4291.333645703217, 25106.890869074046,
+			-979442.6499939758, -823481.1773353876, -365951.0771353274,
+			169.81691811583224, 214.72956323488495, 709.0402903020076,
+			426.83341436817085, 427.2450616279698, 3479.026432559444}},
+		k:    36,
+		want: -141369673,
+	}, {
 		name: "excluded options and a gang too big for one model",
 		p:    Problem{Capacity: []int{6, 0}, Size: []int{1, 2, 1, 8, 1, 2}, Cost: []float64{inf, inf, 1.71, 9.3, 10.5, -11.0, -11.8, -5.9, 3.68, 6.23, 13.4, inf}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &tc.p
-			k, want, _ := bruteForce(p, true)
+			k, want := tc.k, tc.want
+			if want == 0 {
+				k, want, _ = bruteForce(p, true)
+			}
 			pack, err := MaxUsage(context.Background(), p, Options{})
 			if err != nil || pack.Usage != k {
 				t.Fatalf("MaxUsage = %d, %v; brute force K = %d", pack.Usage, err, k)
