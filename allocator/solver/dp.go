@@ -10,16 +10,19 @@ import "math"
 // the relaxation ignores (a simulated round of 13 jobs on 36 GPUs needed
 // over 100,000 nodes); the DP needs none and is exact.
 
-// dpStateLimit and dpWorkLimit bound the DP: states, and states x items
-// (the table of choices kept for the answer, one byte each).
+// dpStateLimit bounds the DP's states. The work, states x items x
+// models, is bounded by the caller: dpRootWork for a whole round (a few
+// milliseconds), dpNodeWork inside branch and bound, where it must cost
+// no more than the LP it replaces.
 const (
 	dpStateLimit = 1 << 18
-	dpWorkLimit  = 1 << 25
+	dpRootWork   = 1 << 23
+	dpNodeWork   = 1 << 16
 )
 
-// dpSize returns the number of load states of p, or 0 when the DP is
-// over its limits for p.
-func dpSize(p *Problem) int {
+// dpSize returns the number of load states of p, or 0 when the DP would
+// exceed its limits (work as above) for p.
+func dpSize(p *Problem, work int) int {
 	states := 1
 	for _, y := range p.Capacity {
 		states *= y + 1
@@ -27,7 +30,7 @@ func dpSize(p *Problem) int {
 			return 0
 		}
 	}
-	if states*max(1, p.N()) > dpWorkLimit {
+	if states*max(1, p.N())*max(1, p.M()) > work {
 		return 0
 	}
 	return states

@@ -53,7 +53,7 @@ func Solve(ctx context.Context, p *Problem, opt Options) (res Result, err error)
 // bound), which MaxUsage uses when its packing bound is met.
 func solve(ctx context.Context, p *Problem, opt Options, target float64) (Result, error) {
 	start := time.Now()
-	if states := dpSize(p); states > 0 && !opt.noDP {
+	if states := dpSize(p, dpRootWork); states > 0 && !opt.noDP {
 		choice, obj, ok := solveDP(p, states)
 		if !ok {
 			return Result{}, ErrInfeasible
@@ -180,7 +180,7 @@ func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentB
 		return
 	}
 	if !s.noDP {
-		if states := dpSize(sub); states > 0 {
+		if states := dpSize(sub, dpNodeWork); states > 0 {
 			// Few GPUs are left: the DP settles the node exactly.
 			if choice, _, ok := solveDP(sub, states); ok {
 				s.offerSub(sub, idx, fixedCost, func(j int) int { return choice[j] })
