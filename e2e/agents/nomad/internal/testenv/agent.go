@@ -94,6 +94,9 @@ func (a *Agent) stop() {
 		_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
 		<-a.done
 	}
+	// Plugins (logmon, the device plugin) share the agent's process group
+	// and may outlive it.
+	_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
 }
 
 // Exited reports whether the agent process has ended.
@@ -134,6 +137,7 @@ func TempDir(t testing.TB) string {
 		t.Fatalf("creating a temporary folder: %v", err)
 	}
 	t.Cleanup(func() {
+		killUnder(dir)
 		if err := unmountUnder(dir); err != nil {
 			t.Errorf("cleaning up %s: %v", dir, err)
 		}

@@ -76,3 +76,29 @@ func reapChildren(exe string) int {
 	}
 	return killed
 }
+
+// killUnder kills every process that names dir in its command line or works below it: the
+// executors, log monitors and tasks Nomad clients leave running when they stop (raw_exec
+// tasks outlive their client by design, so a client restart can reattach to them).
+func killUnder(dir string) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	self := os.Getpid()
+	killed := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		if strings.Contains(string(cmdline), dir) || cwd == dir || strings.HasPrefix(cwd, dir+"/") {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed++
+			}
+		}
+	}
+	return killed
+}

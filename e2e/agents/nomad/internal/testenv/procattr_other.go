@@ -14,3 +14,6 @@ func unmountUnder(string) error { return nil }
 
 // reapChildren does nothing outside Linux.
 func reapChildren(string) int { return 0 }
+
+// killUnder does nothing outside Linux.
+func killUnder(string) int { return 0 }
