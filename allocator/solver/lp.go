@@ -172,11 +172,15 @@ func solveLP(p *Problem, warm []int, ar *arena) *lpSolution {
 	}
 	s.mag = make([]float64, m+3)
 	for j, k := 0, 0; j < n; j++ {
+		// One division per item, not per option: this loop runs at every
+		// node. For gang sizes that are powers of two (nearly all) the
+		// product is exactly the quotient.
 		d := p.Size[j]
+		inv := 1 / float64(d)
 		for i := 0; i < m; i, k = i+1, k+1 {
 			s.unit[k] = math.Inf(1)
 			if c := p.Cost[k]; !math.IsInf(c, 1) && d <= p.Capacity[i] {
-				s.unit[k] = c / float64(d)
+				s.unit[k] = c * inv
 			}
 		}
 	}
