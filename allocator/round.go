@@ -124,8 +124,6 @@ func Decide(ctx context.Context, in *Instance) (*Decision, error) {
 			}
 		case j.Remaining() <= 0:
 			jd.Reason = ReasonDone
-		case len(jd.Options) == 0:
-			jd.Reason = ReasonNoModel
 		default:
 			jd.Reason = ReasonNotSelected
 		}

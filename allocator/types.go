@@ -105,10 +105,9 @@ type Instance struct {
 type Reason string
 
 // Reasons a job is not scheduled. Exported so explanations can be matched.
+// A job that fits no model never gets this far: Validate rejects it with a
+// *FieldError naming the job, so the caller holds it with that reason.
 const (
-	// ReasonNoModel: no model has enough GPUs, memory and a throughput
-	// for the job; it cannot run in this cluster as it is now.
-	ReasonNoModel Reason = "no model fits: needs more GPUs or memory than any model offers, or has no throughput"
 	// ReasonNotSelected: the job could run but the optimum leaves it out.
 	ReasonNotSelected Reason = "not selected: other jobs have lower cost for the GPUs this round"
 	// ReasonDone: the job has no work left.
