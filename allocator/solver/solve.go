@@ -144,7 +144,7 @@ func newSearch(ctx context.Context, p *Problem, opt Options, target float64) *se
 		ctx: ctx, p: p, limit: opt.NodeLimit, target: target, noDP: opt.noDP,
 		assign:  make([]int, p.N()),
 		bestVal: math.Inf(1), minOpen: math.Inf(1),
-		ar:      &arena{},
+		ar: &arena{},
 	}
 	if s.limit <= 0 {
 		s.limit = DefaultNodeLimit
