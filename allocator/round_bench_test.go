@@ -2,8 +2,6 @@ package allocator_test
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
@@ -15,13 +13,9 @@ import (
 //
 //	go test -run '^$' -bench Decide -benchmem -count 5 ./allocator/
 func BenchmarkDecide(b *testing.B) {
-	for _, s := range []instancegen.Spec{
-		{Jobs: 4000, Models: 8, GPUs: 1000},
-		{Jobs: 20000, Models: 16, GPUs: 10000},
-		{Jobs: 100000, Models: 16, GPUs: 10000},
-	} {
-		b.Run(fmt.Sprintf("jobs=%d/models=%d/gpus=%d", s.Jobs, s.Models, s.GPUs), func(b *testing.B) {
-			in := instancegen.Generate(rand.New(rand.NewPCG(42, uint64(s.Jobs))), s)
+	for _, s := range instancegen.BenchmarkSpecs {
+		b.Run(s.BenchmarkName(), func(b *testing.B) {
+			in := instancegen.Generate(instancegen.SeedFor(s), s)
 			b.ReportAllocs()
 			var gap float64
 			var nodes, core int

@@ -32,6 +32,23 @@ var kinds = []modelKind{
 	{"NVIDIA H100 80GB HBM3", 14.0, 80},
 }
 
+// BenchmarkSpecs are the round sizes the solver's speed targets name: the
+// paper's scalability point and two larger ones. Both the engine's and
+// the solver's benchmarks use them, with the seed SeedFor gives.
+var BenchmarkSpecs = []Spec{
+	{Jobs: 4000, Models: 8, GPUs: 1000},
+	{Jobs: 20000, Models: 16, GPUs: 10000},
+	{Jobs: 100000, Models: 16, GPUs: 10000},
+}
+
+// BenchmarkName names a benchmark case after its spec.
+func (s Spec) BenchmarkName() string {
+	return fmt.Sprintf("jobs=%d/models=%d/gpus=%d", s.Jobs, s.Models, s.GPUs)
+}
+
+// SeedFor returns the generator a benchmark of s draws its instance from.
+func SeedFor(s Spec) *rand.Rand { return rand.New(rand.NewPCG(42, uint64(s.Jobs))) }
+
 // Spec sizes an instance.
 type Spec struct {
 	Jobs   int

@@ -2,8 +2,6 @@ package solver_test
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/nomad-fft/nomad-fft/allocator/instancegen"
@@ -16,13 +14,9 @@ import (
 //
 //	go test -run '^$' -bench Solve -benchmem -count 5 ./allocator/solver/
 func BenchmarkSolve(b *testing.B) {
-	for _, s := range []instancegen.Spec{
-		{Jobs: 4000, Models: 8, GPUs: 1000},
-		{Jobs: 20000, Models: 16, GPUs: 10000},
-		{Jobs: 100000, Models: 16, GPUs: 10000},
-	} {
-		b.Run(fmt.Sprintf("jobs=%d/models=%d/gpus=%d", s.Jobs, s.Models, s.GPUs), func(b *testing.B) {
-			in := instancegen.Generate(rand.New(rand.NewPCG(42, uint64(s.Jobs))), s)
+	for _, s := range instancegen.BenchmarkSpecs {
+		b.Run(s.BenchmarkName(), func(b *testing.B) {
+			in := instancegen.Generate(instancegen.SeedFor(s), s)
 			p, _, err := in.Problem()
 			if err != nil {
 				b.Fatal(err)
