@@ -10,14 +10,18 @@ import "math"
 // the relaxation ignores (a simulated round of 13 jobs on 36 GPUs needed
 // over 100,000 nodes); the DP needs none and is exact.
 
-// dpStateLimit bounds the DP's states. The work, states x items x
-// models, is bounded by the caller: dpRootWork for a whole round (a few
-// milliseconds), dpNodeWork inside branch and bound, where it must cost
-// no more than the LP it replaces.
+// dpStateLimit bounds the DP's states. Its work, states x items x models,
+// is bounded by the caller: dpRootWork to solve a round by DP outright (a
+// millisecond or two), dpFallbackWork to settle a round that branch and
+// bound could not prove within dpTryNodes nodes (tens of milliseconds, far
+// less than a stalled search), and dpNodeWork inside branch and bound,
+// where it must cost no more than the LP it replaces.
 const (
-	dpStateLimit = 1 << 18
-	dpRootWork   = 1 << 23
-	dpNodeWork   = 1 << 16
+	dpStateLimit   = 1 << 18
+	dpRootWork     = 1 << 20
+	dpFallbackWork = 1 << 25
+	dpNodeWork     = 1 << 16
+	dpTryNodes     = 2000
 )
 
 // dpSize returns the number of load states of p, or 0 when the DP would

@@ -3,6 +3,7 @@ package solver
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -53,7 +54,7 @@ func Solve(ctx context.Context, p *Problem, opt Options) (res Result, err error)
 // bound), which MaxUsage uses when its packing bound is met.
 func solve(ctx context.Context, p *Problem, opt Options, target float64) (Result, error) {
 	start := time.Now()
-	if states := dpSize(p, dpRootWork); states > 0 && !opt.noDP {
+	byDP := func(states int) (Result, error) {
 		choice, obj, ok := solveDP(p, states)
 		if !ok {
 			return Result{}, ErrInfeasible
@@ -61,6 +62,28 @@ func solve(ctx context.Context, p *Problem, opt Options, target float64) (Result
 		return Result{Choice: choice, Objective: obj, Bound: obj, Usage: p.usage(choice), Status: Optimal,
 			Stats: Stats{Runtime: time.Since(start)}}, nil
 	}
+	fallback := 0
+	if !opt.noDP {
+		if states := dpSize(p, dpRootWork); states > 0 {
+			return byDP(states)
+		}
+		// A mid-sized cluster: branch and bound usually proves the
+		// optimum in a few nodes; when it cannot (the usage bound can
+		// force a parity the LP does not see), the DP settles it.
+		if fallback = dpSize(p, dpFallbackWork); fallback > 0 && (opt.NodeLimit <= 0 || opt.NodeLimit > dpTryNodes) {
+			opt.NodeLimit = dpTryNodes
+		}
+	}
+	res, err := branchAndBound(ctx, p, opt, target, start)
+	unsettled := (err == nil && res.Status != Optimal) || (err != nil && !errors.Is(err, ErrInfeasible))
+	if fallback > 0 && unsettled && ctx.Err() == nil {
+		return byDP(fallback)
+	}
+	return res, err
+}
+
+// branchAndBound is solve's search for rounds too large for the DP.
+func branchAndBound(ctx context.Context, p *Problem, opt Options, target float64, start time.Time) (Result, error) {
 	s := newSearch(ctx, p, opt, target)
 	if opt.Start != nil {
 		if len(opt.Start) != p.N() {
