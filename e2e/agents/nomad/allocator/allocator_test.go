@@ -35,16 +35,11 @@ const (
 // runs on the chosen model; the round's audit record and the job's rho are in Consul KV, and a
 // job with bad fft. meta is reported and left untouched.
 func TestAllocatorSelectsAndSteers(t *testing.T) {
-	nomad := testenv.RequireNomad(t)
-	consul := testenv.RequireConsul(t)
-	allocatorBin := testenv.MainBinary(t, "fft-allocator")
-	root := testenv.TempDir(t)
-
-	cs := testenv.StartConsul(t, consul, root)
-	c := testenv.StartCluster(t, nomad, root, []testenv.FakeGPUClient{
+	st := startStack(t, []testenv.FakeGPUClient{
 		{Name: "v100", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
 		{Name: "a100", Model: modelA100, Count: 2},
 	})
+	c, cs := st.Cluster, st.consul
 	a100Devices := map[string]bool{}
 	node, _, err := c.API.Nodes().Info(c.NodeIDs["a100"], nil)
 	if err != nil {
@@ -56,21 +51,18 @@ func TestAllocatorSelectsAndSteers(t *testing.T) {
 		}
 	}
 
-	jobspec, err := os.ReadFile(filepath.Join(repoRoot(t), "jobspecs", "fft-train.nomad.hcl"))
-	if err != nil {
-		t.Fatalf("reading the jobspec: %v", err)
-	}
+	jobspec := trainJobspec(t)
 	// The job runs 4x faster on the A100 and both models are free: the round picks the A100.
-	train := parseJob(t, c.API, string(jobspec), "fft-train", `throughput = "NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=1"`)
+	train := parseJob(t, c.API, jobspec, "fft-train", `throughput = "NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=1"`)
 	evalID := register(t, c.API, train)
 	// A job with bad meta: negative work and a typo in a key.
-	bad := parseJob(t, c.API, string(jobspec), "fft-bad", `work = "-5"`)
+	bad := parseJob(t, c.API, jobspec, "fft-bad", `work = "-5"`)
 	bad.Meta["fft.troughput"] = "x=1"
 	register(t, c.API, bad)
 	// Valid meta that no model of this cluster can run: a model no client has, and more GPUs
 	// than any model has.
-	register(t, c.API, parseJob(t, c.API, string(jobspec), "fft-unknown-model", `throughput = "NVIDIA H100 80GB HBM3=3"`))
-	register(t, c.API, parseJob(t, c.API, string(jobspec), "fft-too-big", `gpu_count = 8`))
+	register(t, c.API, parseJob(t, c.API, jobspec, "fft-unknown-model", `throughput = "NVIDIA H100 80GB HBM3=3"`))
+	register(t, c.API, parseJob(t, c.API, jobspec, "fft-too-big", `gpu_count = 8`))
 
 	// Before any round: the gate holds the job, and Nomad's placement failure names it.
 	var eval *api.Evaluation
@@ -105,8 +97,7 @@ func TestAllocatorSelectsAndSteers(t *testing.T) {
 
 	// Start the allocator with 2-second rounds.
 	httpPort := testenv.FreePorts(t, 1)[0]
-	proc := testenv.StartProcess(t, "fft-allocator", root, allocatorBin,
-		"-nomad-addr", c.Server.HTTP, "-consul-addr", cs.HTTP, "-consul-prefix", prefix,
+	proc := st.allocator(t, "fft-allocator",
 		"-round", "2s", "-http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort), "-log-level", "debug")
 
 	// The round selects the job, lifts the gate and steers it to the A100 client.
@@ -249,11 +240,11 @@ func TestAllocatorSelectsAndSteers(t *testing.T) {
 
 	// The allocator's own endpoint.
 	body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/v1/status", httpPort))
-	var st struct {
+	var status struct {
 		Rounds   int `json:"rounds"`
 		Failures int `json:"failures"`
 	}
-	if err := json.Unmarshal([]byte(body), &st); err != nil || st.Rounds < 2 || st.Failures != 0 {
+	if err := json.Unmarshal([]byte(body), &status); err != nil || status.Rounds < 2 || status.Failures != 0 {
 		t.Errorf("/v1/status = %s (%v): want 2+ rounds, no failures", body, err)
 	}
 	if m := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/v1/metrics", httpPort)); !strings.Contains(m, `fft_jobs{state="finished"} 1`) {
@@ -261,13 +252,47 @@ func TestAllocatorSelectsAndSteers(t *testing.T) {
 	}
 }
 
-func repoRoot(t testing.TB) string {
+// stack is what each allocator test runs against: a Consul dev agent, a Nomad server with
+// fake-GPU clients, and the fft-allocator binary, all under one temporary root.
+type stack struct {
+	*testenv.Cluster
+	consul    *testenv.Consul
+	root, bin string
+}
+
+func startStack(tb testing.TB, clients []testenv.FakeGPUClient) *stack {
+	tb.Helper()
+	nomad := testenv.RequireNomad(tb)
+	consul := testenv.RequireConsul(tb)
+	st := &stack{bin: testenv.MainBinary(tb, "fft-allocator"), root: testenv.TempDir(tb)}
+	st.consul = testenv.StartConsul(tb, consul, st.root)
+	st.Cluster = testenv.StartCluster(tb, nomad, st.root, clients)
+	return st
+}
+
+// args prefixes extra with the flags that point an allocator at this stack.
+func (st *stack) args(extra ...string) []string {
+	return append([]string{"-nomad-addr", st.Server.HTTP, "-consul-addr", st.consul.HTTP, "-consul-prefix", prefix}, extra...)
+}
+
+// allocator starts an fft-allocator replica against this stack.
+func (st *stack) allocator(t testing.TB, name string, extra ...string) *testenv.Process {
 	t.Helper()
+	return testenv.StartProcess(t, name, st.root, st.bin, st.args(extra...)...)
+}
+
+// trainJobspec is jobspecs/fft-train.nomad.hcl, the example training job.
+func trainJobspec(tb testing.TB) string {
+	tb.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	return root
+	b, err := os.ReadFile(filepath.Join(root, "jobspecs", "fft-train.nomad.hcl"))
+	if err != nil {
+		tb.Fatalf("reading the jobspec: %v", err)
+	}
+	return string(b)
 }
 
 func parseJob(t testing.TB, c *api.Client, jobspec, id, vars string) *api.Job {

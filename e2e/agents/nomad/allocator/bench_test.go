@@ -2,9 +2,7 @@ package allocator
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/nomad-fft/nomad-fft/e2e/agents/nomad/internal/testenv"
@@ -17,31 +15,23 @@ import (
 //
 //	cd e2e/agents/nomad && FFT_E2E=1 go test -run '^$' -bench Round200 -benchtime 3x ./allocator/
 func BenchmarkRound200Jobs(b *testing.B) {
-	nomad := testenv.RequireNomad(b)
-	consul := testenv.RequireConsul(b)
-	allocatorBin := testenv.MainBinary(b, "fft-allocator")
-	root := testenv.TempDir(b)
-	cs := testenv.StartConsul(b, consul, root)
-	c := testenv.StartCluster(b, nomad, root, []testenv.FakeGPUClient{
+	st := startStack(b, []testenv.FakeGPUClient{
 		{Name: "v100", Model: modelV100, Count: 4, Extra: `memory_mib = 16384`},
 		{Name: "a100", Model: modelA100, Count: 4},
 	})
-	jobspec, err := os.ReadFile(filepath.Join(repoRoot(b), "jobspecs", "fft-train.nomad.hcl"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, cs := st.Cluster, st.consul
+	jobspec := trainJobspec(b)
 	const jobs = 200
 	for i := 0; i < jobs; i++ {
 		vars := fmt.Sprintf("work = \"%d\"\nseconds = 600\ngpu_count = %d\nthroughput = \"%s=%g,%s=%g\"",
 			20+i%37*5, 1+i%2, modelA100, 2+float64(i%5), modelV100, 1+float64(i%3)/2)
-		register(b, c.API, parseJob(b, c.API, string(jobspec), fmt.Sprintf("bench-%03d", i), vars))
+		register(b, c.API, parseJob(b, c.API, jobspec, fmt.Sprintf("bench-%03d", i), vars))
 	}
 
 	var calls, observeCalls, roundSeconds float64
 	b.ResetTimer()
 	for n := 0; n < b.N; n++ {
-		cmd := exec.Command(allocatorBin, "-once", "-nomad-addr", c.Server.HTTP, "-consul-addr", cs.HTTP,
-			"-consul-prefix", prefix, "-http-addr", "", "-log-level", "warn")
+		cmd := exec.Command(st.bin, st.args("-once", "-http-addr", "", "-log-level", "warn")...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("fft-allocator -once: %v\n%s", err, out)
 		}

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,18 +16,12 @@ import (
 // to the standby within the lock's TTL; it resumes from the ledger in Consul, no round number is
 // recorded twice, and jobs submitted after the takeover are still scheduled.
 func TestAllocatorFailover(t *testing.T) {
-	nomad := testenv.RequireNomad(t)
-	consul := testenv.RequireConsul(t)
-	allocatorBin := testenv.MainBinary(t, "fft-allocator")
-	root := testenv.TempDir(t)
-
-	cs := testenv.StartConsul(t, consul, root)
-	c := testenv.StartCluster(t, nomad, root, []testenv.FakeGPUClient{{Name: "a100", Model: modelA100, Count: 2}})
+	st := startStack(t, []testenv.FakeGPUClient{{Name: "a100", Model: modelA100, Count: 2}})
+	c, cs := st.Cluster, st.consul
 	replicas := map[string]*testenv.Process{}
 	for _, id := range []string{"replica-a", "replica-b"} {
-		replicas[id] = testenv.StartProcess(t, "fft-allocator-"+id, root, allocatorBin,
-			"-id", id, "-nomad-addr", c.Server.HTTP, "-consul-addr", cs.HTTP, "-consul-prefix", prefix,
-			"-round", "2s", "-leader-ttl", "10s", "-http-addr", "", "-log-level", "debug")
+		replicas[id] = st.allocator(t, "fft-allocator-"+id,
+			"-id", id, "-round", "2s", "-leader-ttl", "10s", "-http-addr", "", "-log-level", "debug")
 	}
 	leader := func() string {
 		b, code, err := cs.Get("/v1/kv/" + prefix + "/leader")
@@ -51,11 +43,8 @@ func TestAllocatorFailover(t *testing.T) {
 		return nil
 	})
 
-	jobspec, err := os.ReadFile(filepath.Join(repoRoot(t), "jobspecs", "fft-train.nomad.hcl"))
-	if err != nil {
-		t.Fatalf("reading the jobspec: %v", err)
-	}
-	register(t, c.API, parseJob(t, c.API, string(jobspec), "before", `seconds = 1`))
+	jobspec := trainJobspec(t)
+	register(t, c.API, parseJob(t, c.API, jobspec, "before", `seconds = 1`))
 	waitAlloc(t, c.API, replicas[first], "before", "complete", "")
 	before := readRounds(t, cs)
 
@@ -72,7 +61,7 @@ func TestAllocatorFailover(t *testing.T) {
 		}
 		return nil
 	})
-	register(t, c.API, parseJob(t, c.API, string(jobspec), "after", `seconds = 1`))
+	register(t, c.API, parseJob(t, c.API, jobspec, "after", `seconds = 1`))
 	waitAlloc(t, c.API, replicas[standby], "after", "complete", "")
 
 	// The audit log: one record per round number, numbered without gaps, and the standby went

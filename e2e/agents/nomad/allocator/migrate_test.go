@@ -1,8 +1,6 @@
 package allocator
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,16 +10,11 @@ import (
 // A running job that the round moves to another model restarts there, with that model's GPUs
 // in NVIDIA_VISIBLE_DEVICES, and the ledger counts the switch.
 func TestAllocatorMigrates(t *testing.T) {
-	nomad := testenv.RequireNomad(t)
-	consul := testenv.RequireConsul(t)
-	allocatorBin := testenv.MainBinary(t, "fft-allocator")
-	root := testenv.TempDir(t)
-
-	cs := testenv.StartConsul(t, consul, root)
-	c := testenv.StartCluster(t, nomad, root, []testenv.FakeGPUClient{
+	st := startStack(t, []testenv.FakeGPUClient{
 		{Name: "v100", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
 		{Name: "a100", Model: modelA100, Count: 2},
 	})
+	c, cs := st.Cluster, st.consul
 	devices := map[string]map[string]bool{}
 	for name, id := range c.NodeIDs {
 		node, _, err := c.API.Nodes().Info(id, nil)
@@ -35,17 +28,13 @@ func TestAllocatorMigrates(t *testing.T) {
 			}
 		}
 	}
-	proc := testenv.StartProcess(t, "fft-allocator", root, allocatorBin,
-		"-nomad-addr", c.Server.HTTP, "-consul-addr", cs.HTTP, "-consul-prefix", prefix,
+	proc := st.allocator(t, "fft-allocator",
 		"-round", "2s", "-http-addr", "", "-log-level", "debug")
-	jobspec, err := os.ReadFile(filepath.Join(repoRoot(t), "jobspecs", "fft-train.nomad.hcl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	jobspec := trainJobspec(t)
 
 	// mover runs well on both models and starts on the A100 (volume 2*100/4 = 50 there,
 	// 2*100/3 = 67 on the V100).
-	register(t, c.API, parseJob(t, c.API, string(jobspec), "mover", `work = "100"
+	register(t, c.API, parseJob(t, c.API, jobspec, "mover", `work = "100"
 seconds = 600
 throughput = "NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=3"`))
 	first := waitAlloc(t, c.API, proc, "mover", "running", "")
@@ -54,7 +43,7 @@ throughput = "NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=3"`))
 	}
 	// picky crawls on the V100 (2*40/0.5 = 160 there, 20 on the A100): both jobs running with
 	// mover on the V100 costs about 67 + 30 (switching) + 20, less than 50 + 160.
-	register(t, c.API, parseJob(t, c.API, string(jobspec), "picky", `work = "40"
+	register(t, c.API, parseJob(t, c.API, jobspec, "picky", `work = "40"
 seconds = 600
 throughput = "NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=0.5"`))
 

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -40,28 +38,19 @@ type roundRec struct {
 // preempted (gated, its allocation stopped with time to checkpoint), the new job runs, and the
 // preempted job resumes once the GPUs are free; its rho rises while it waits.
 func TestAllocatorPreemptsAndResumes(t *testing.T) {
-	nomad := testenv.RequireNomad(t)
-	consul := testenv.RequireConsul(t)
-	allocatorBin := testenv.MainBinary(t, "fft-allocator")
-	root := testenv.TempDir(t)
-
-	cs := testenv.StartConsul(t, consul, root)
-	c := testenv.StartCluster(t, nomad, root, []testenv.FakeGPUClient{{Name: "a100", Model: modelA100, Count: 2}})
-	proc := testenv.StartProcess(t, "fft-allocator", root, allocatorBin,
-		"-nomad-addr", c.Server.HTTP, "-consul-addr", cs.HTTP, "-consul-prefix", prefix,
+	st := startStack(t, []testenv.FakeGPUClient{{Name: "a100", Model: modelA100, Count: 2}})
+	c, cs := st.Cluster, st.consul
+	proc := st.allocator(t, "fft-allocator",
 		"-round", "2s", "-http-addr", "", "-log-level", "debug")
 
-	jobspec, err := os.ReadFile(filepath.Join(repoRoot(t), "jobspecs", "fft-train.nomad.hcl"))
-	if err != nil {
-		t.Fatalf("reading the jobspec: %v", err)
-	}
+	jobspec := trainJobspec(t)
 	// long: W = 100 at 4 per round, volume term 2*100/4 = 50; short: W = 8, volume term 4.
-	long := parseJob(t, c.API, string(jobspec), "long", `work = "100"
+	long := parseJob(t, c.API, jobspec, "long", `work = "100"
 seconds = 600`)
 	register(t, c.API, long)
 	first := waitAlloc(t, c.API, proc, "long", "running", "")
 
-	short := parseJob(t, c.API, string(jobspec), "short", `work = "8"
+	short := parseJob(t, c.API, jobspec, "short", `work = "8"
 seconds = 5`)
 	register(t, c.API, short)
 
