@@ -40,10 +40,9 @@ func unmountUnder(dir string) error {
 	return errors.Join(errs...)
 }
 
-// reapChildren kills the direct children of this process that run the executable exe, and
-// returns how many it killed. Nomad 1.6.1's plugin loader leaves the plugin process running
-// when SetConfig refuses a config (Dispense returns the error without killing it).
-func reapChildren(exe string) int {
+// killWhere SIGKILLs every other process for which match(pid) holds and returns how many
+// it killed.
+func killWhere(match func(pid int) bool) int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0
@@ -52,53 +51,46 @@ func reapChildren(exe string) int {
 	killed := 0
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || pid == self || !match(pid) {
 			continue
 		}
-		if path, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err != nil || path != exe {
-			continue
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		// Fields after the parenthesised command: state, ppid, …
-		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
-		fields := strings.Fields(rest)
-		if len(fields) < 2 {
-			continue
-		}
-		if ppid, err := strconv.Atoi(fields[1]); err == nil && ppid == self {
-			if syscall.Kill(pid, syscall.SIGKILL) == nil {
-				killed++
-			}
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
 		}
 	}
 	return killed
+}
+
+// reapChildren kills the direct children of this process that run the executable exe, and
+// returns how many it killed. Nomad 1.6.1's plugin loader leaves the plugin process running
+// when SetConfig refuses a config (Dispense returns the error without killing it).
+func reapChildren(exe string) int {
+	self := os.Getpid()
+	return killWhere(func(pid int) bool {
+		if path, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err != nil || path != exe {
+			return false
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		// Fields after the parenthesised command: state, ppid, …
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) < 2 {
+			return false
+		}
+		ppid, err := strconv.Atoi(fields[1])
+		return err == nil && ppid == self
+	})
 }
 
 // killUnder kills every process that names dir in its command line or works below it: the
 // executors, log monitors and tasks Nomad clients leave running when they stop (raw_exec
 // tasks outlive their client by design, so a client restart can reattach to them).
 func killUnder(dir string) int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	self := os.Getpid()
-	killed := 0
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
+	return killWhere(func(pid int) bool {
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-		if strings.Contains(string(cmdline), dir) || cwd == dir || strings.HasPrefix(cwd, dir+"/") {
-			if syscall.Kill(pid, syscall.SIGKILL) == nil {
-				killed++
-			}
-		}
-	}
-	return killed
+		return strings.Contains(string(cmdline), dir) || cwd == dir || strings.HasPrefix(cwd, dir+"/")
+	})
 }
