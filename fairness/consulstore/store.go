@@ -238,6 +238,23 @@ func (s *Store) Progress(ctx context.Context) (map[string]float64, error) {
 	return out, errors.Join(errs...)
 }
 
+// ReportProgress records that job id ("namespace/job") has done `done` work
+// units, where Progress reads it. It is what `fftctl report` and the
+// allocator's progress endpoint call.
+func (s *Store) ReportProgress(ctx context.Context, id string, done float64) error {
+	if !(done >= 0) || math.IsInf(done, 0) {
+		return fmt.Errorf("progress of %s = %g: expected work units done, a number >= 0", id, done)
+	}
+	if id == "" || strings.Count(id, "/") != 1 || strings.HasPrefix(id, "/") || strings.HasSuffix(id, "/") {
+		return fmt.Errorf("job %q: expected \"namespace/job\"", id)
+	}
+	v := strconv.FormatFloat(done, 'g', -1, 64)
+	if _, err := s.kv.Put(&api.KVPair{Key: s.ProgressKey(id), Value: []byte(v)}, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
+		return fmt.Errorf("writing %s: %w", s.ProgressKey(id), err)
+	}
+	return nil
+}
+
 // ErrNoRound means the audit log has no record of the round asked for.
 var ErrNoRound = errors.New("consulstore: no record of that round")
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -187,6 +188,21 @@ func TestStoreAgainstConsul(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "progress/default/job-002") {
 		t.Errorf("Progress error %v does not name the bad key", err)
+	}
+	// ReportProgress writes what Progress reads, and refuses what it would skip.
+	if err := s.ReportProgress(ctx, "team/job-x", 9.25); err != nil {
+		t.Fatal(err)
+	}
+	if prog, _ := s.Progress(ctx); prog["team/job-x"] != 9.25 {
+		t.Errorf("after ReportProgress(9.25): %v", prog)
+	}
+	for _, bad := range []struct {
+		id   string
+		done float64
+	}{{"team/job-x", -1}, {"team/job-x", math.NaN()}, {"job-x", 1}, {"a/b/c", 1}} {
+		if err := s.ReportProgress(ctx, bad.id, bad.done); err == nil {
+			t.Errorf("ReportProgress(%q, %g) accepted", bad.id, bad.done)
+		}
 	}
 
 	// Keys live under the versioned prefix.
