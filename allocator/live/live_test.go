@@ -191,6 +191,12 @@ func TestServiceRounds(t *testing.T) {
 		if ja.ID == "default/x" && !strings.Contains(ja.Reason, `device "nvidia/gpu" count = 4: more GPUs than any model`) {
 			t.Errorf("job x reason %q does not name the device count", ja.Reason)
 		}
+		if ja.ID != "default/x" && ja.GPUs != 2 {
+			t.Errorf("job %s's audit line has %d GPUs, want its gang size 2", ja.ID, ja.GPUs)
+		}
+	}
+	if used := rec.Usage[a100] + rec.Usage[v100]; used != 4 {
+		t.Errorf("round 0 usage %v, want the 4 GPUs of the two running jobs", rec.Usage)
 	}
 	var waiting string
 	for _, id := range []string{"default/b", "default/c"} {

@@ -241,6 +241,7 @@ func (s *Service) round(ctx context.Context) (*RoundRecord, error) {
 	rec := &RoundRecord{
 		Round: t, Start: start.UTC().Format(time.RFC3339Nano), InputsDigest: digest(&pr.instance),
 		Models: pr.instance.Models, Assignment: assignment, Invalid: snap.Invalid,
+		Usage:     dec.Usage,
 		Objective: dec.Objective, Bound: dec.Bound, Gap: dec.Gap, Status: dec.Status.String(),
 		SolveSeconds: phases["solve"], Plan: plan.GoString(), Apply: res, ObserveCalls: snap.Calls,
 		Phases: phases,
@@ -276,6 +277,10 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 	for id := range fs.Jobs {
 		before[id] = fs.Rho(id)
 	}
+	gpus := make(map[string]int, len(pr.instance.Jobs))
+	for _, j := range pr.instance.Jobs {
+		gpus[j.ID] = j.GPUs
+	}
 	achieved := map[string]float64{}
 	for _, jd := range dec.Jobs {
 		if jd.Model != "" {
@@ -301,7 +306,7 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 		}
 		next.Jobs[jd.ID] = r
 		rec.Jobs = append(rec.Jobs, JobAudit{
-			ID: jd.ID, Model: jd.Model, Reason: string(jd.Reason), Action: plan.ActionOf(jd.ID),
+			ID: jd.ID, Model: jd.Model, GPUs: gpus[jd.ID], Reason: string(jd.Reason), Action: plan.ActionOf(jd.ID),
 			RhoBefore: before[jd.ID], RhoAfter: fs.Rho(jd.ID), Chosen: jd.Chosen, Options: jd.Options,
 		})
 	}

@@ -117,6 +117,8 @@ type JobAudit struct {
 	RhoAfter  float64           `json:"rho_after"`
 	Chosen    allocator.Terms   `json:"chosen"`
 	Options   []allocator.Terms `json:"options,omitempty"`
+	// GPUs is the job's gang size d_j (0 for a job held as no-fit).
+	GPUs int `json:"gpus,omitempty"`
 }
 
 // RoundRecord is one entry of the audit log.
@@ -140,6 +142,8 @@ type RoundRecord struct {
 	ObserveCalls int               `json:"observe_calls"`
 	// Phases holds each phase's duration in seconds.
 	Phases map[string]float64 `json:"phases"`
+	// Usage is the GPUs assigned per model name.
+	Usage map[string]int `json:"usage,omitempty"`
 }
 
 // Store keeps the ledger and the audit log (Consul KV, for the live service).

@@ -97,14 +97,10 @@ func (s *Store) Load(ctx context.Context) (*live.Ledger, error) {
 	}
 	l := &live.Ledger{Jobs: map[string]live.JobRecord{}}
 	if pair != nil {
-		var v ledgerValue
-		if err := json.Unmarshal(pair.Value, &v); err != nil {
-			return nil, fmt.Errorf("decoding %s: %w", pair.Key, err)
+		if l.Round, err = decodeLedger(pair); err != nil {
+			return nil, err
 		}
-		if v.Layout != Layout {
-			return nil, fmt.Errorf("%s has layout %d, this allocator reads layout %d", pair.Key, v.Layout, Layout)
-		}
-		l.Round, l.Version = v.Round, pair.ModifyIndex
+		l.Version = pair.ModifyIndex
 	}
 	pairs, _, err := s.kv.List(s.prefix+dirJobs, q)
 	if err != nil {
@@ -272,4 +268,90 @@ func (s *Store) ReadRound(ctx context.Context, n int) (*live.RoundRecord, error)
 		return nil, fmt.Errorf("decoding %s: %w", pair.Key, err)
 	}
 	return &rec, nil
+}
+
+// RoundNumbers returns the rounds the audit log holds, ascending. A key
+// under <prefix>/rounds/ that is not a round number is an error naming it.
+func (s *Store) RoundNumbers(ctx context.Context) ([]int, error) {
+	keys, _, err := s.kv.Keys(s.prefix+dirRounds, "", (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("listing %s%s: %w", s.prefix, dirRounds, err)
+	}
+	rounds := make([]int, 0, len(keys))
+	for _, k := range keys {
+		n, err := s.roundOf(k)
+		if err != nil {
+			return nil, err
+		}
+		rounds = append(rounds, n)
+	}
+	sort.Ints(rounds)
+	return rounds, nil
+}
+
+// roundOf reads the round number out of a round record's key.
+func (s *Store) roundOf(key string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(key, s.prefix+dirRounds))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("audit log key %s: expected %s<round number>", key, s.prefix+dirRounds)
+	}
+	return n, nil
+}
+
+// ReadRounds returns the audit records of round `from` and later,
+// ascending. It reads the whole log in one call and decodes only those.
+func (s *Store) ReadRounds(ctx context.Context, from int) ([]*live.RoundRecord, error) {
+	pairs, _, err := s.kv.List(s.prefix+dirRounds, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("listing %s%s: %w", s.prefix, dirRounds, err)
+	}
+	var out []*live.RoundRecord
+	for _, p := range pairs {
+		n, err := s.roundOf(p.Key)
+		if err != nil {
+			return nil, err
+		}
+		if n < from {
+			continue
+		}
+		var rec live.RoundRecord
+		if err := json.Unmarshal(p.Value, &rec); err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", p.Key, err)
+		}
+		out = append(out, &rec)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Round < out[b].Round })
+	return out, nil
+}
+
+// NextRound returns the round the ledger will run next (0 for an empty
+// store) and the ledger's Consul index. With waitIndex > 0 it is a blocking
+// query: it returns when the ledger changes past that index, or after
+// Consul's default wait (5 minutes) with the same index, or when ctx ends.
+func (s *Store) NextRound(ctx context.Context, waitIndex uint64) (int, uint64, error) {
+	pair, meta, err := s.kv.Get(s.prefix+keyLedger, (&api.QueryOptions{WaitIndex: waitIndex}).WithContext(ctx))
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading %s%s: %w", s.prefix, keyLedger, err)
+	}
+	if pair == nil {
+		return 0, meta.LastIndex, nil
+	}
+	next, err := decodeLedger(pair)
+	if err != nil {
+		return 0, 0, err
+	}
+	return next, meta.LastIndex, nil
+}
+
+// decodeLedger returns the next round the ledger value holds, refusing a
+// layout this code does not read.
+func decodeLedger(pair *api.KVPair) (int, error) {
+	var v ledgerValue
+	if err := json.Unmarshal(pair.Value, &v); err != nil {
+		return 0, fmt.Errorf("decoding %s: %w", pair.Key, err)
+	}
+	if v.Layout != Layout {
+		return 0, fmt.Errorf("%s has layout %d, this code reads layout %d", pair.Key, v.Layout, Layout)
+	}
+	return v.Round, nil
 }
