@@ -8,7 +8,9 @@
 #
 # The task prints NVIDIA_VISIBLE_DEVICES and sleeps for `seconds`, so it also runs on clients
 # whose plugin presents `fake` GPUs. Like a real training task it writes a "checkpoint" when it
-# gets its stop signal: a parked (preempted) job is stopped and has kill_timeout to do so.
+# gets its stop signal: a parked (preempted) job is stopped and has kill_timeout to do so. With
+# `fftctl` set it also reports its progress as a training loop would, with `fftctl report`
+# (work done so far = seconds run x work / seconds), every 2 seconds and when it ends.
 
 variable "throughput" {
   type        = string
@@ -32,6 +34,18 @@ variable "seconds" {
   type        = number
   description = "How long the task runs."
   default     = 5
+}
+
+variable "fftctl" {
+  type        = string
+  description = "Path of fftctl on the clients; when set, the task reports its progress with `fftctl report`."
+  default     = ""
+}
+
+variable "consul_addr" {
+  type        = string
+  description = "Consul HTTP address for `fftctl report` (empty: CONSUL_HTTP_ADDR as the task inherits it)."
+  default     = ""
 }
 
 job "fft-train" {
@@ -73,10 +87,20 @@ job "fft-train" {
         # On its stop signal the "training" writes its checkpoint (here: a line) and exits.
         args = ["-c", <<-EOT
           echo "NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES"
+          report() {
+            "${var.fftctl}" report -quiet -consul-addr "${var.consul_addr}" \
+              "$(awk -v s="$1" 'BEGIN { if (s > ${var.seconds}) s = ${var.seconds}; print s * ${var.work} / ${var.seconds} }')"
+          }
           sleep ${var.seconds} &
           pid=$!
-          trap 'echo "checkpoint written"; kill $pid; exit 0' INT TERM
+          reporter=
+          trap 'echo "checkpoint written"; kill $pid $reporter 2>/dev/null; exit 0' INT TERM
+          if [ -n "${var.fftctl}" ]; then
+            (s=0; while sleep 2; do s=$((s + 2)); report $s; done) &
+            reporter=$!
+          fi
           wait $pid
+          if [ -n "$reporter" ]; then kill $reporter; report ${var.seconds}; fi
         EOT
         ]
       }

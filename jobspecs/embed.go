@@ -1,0 +1,11 @@
+package jobspecs
+
+import "embed"
+
+// FS holds the example jobspecs (*.nomad.hcl).
+//
+//go:embed *.nomad.hcl
+var FS embed.FS
+
+// Train is the training job FFT schedules, fft-train.nomad.hcl.
+const Train = "fft-train.nomad.hcl"
