@@ -1,0 +1,201 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/cli"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
+)
+
+// ExplainCommand reads back why the last round decided what it did for a job.
+type ExplainCommand struct {
+	Meta
+	asJSON bool
+}
+
+var _ cli.Command = &ExplainCommand{}
+
+const jobReadOptions = consulOptions | namespaceOption
+
+func (c *ExplainCommand) Synopsis() string { return "Explain the last round's decision for a job" }
+
+func (c *ExplainCommand) Help() string {
+	return helpText("explain [options] JOB", `
+Reads the latest round record in the audit log that mentions JOB and shows
+the decision: the GPU model chosen and the action taken, or why the job was
+not scheduled; its rho before and after the round; and the cost terms of
+every model it may use (cost = wait + volume + switch - credit, lowest wins;
+README.md, "The round problem"). Nothing is recomputed: this is what the
+round recorded. JOB is a job ID, or namespace/job.
+`, jobReadOptions, "Explain", c.ownFlags)
+}
+
+func (c *ExplainCommand) ownFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.asJSON, "json", false, "Print the explanation as JSON.")
+}
+
+func (c *ExplainCommand) Run(args []string) int {
+	fs := c.flagSet("explain", jobReadOptions, c.ownFlags)
+	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	if fs.NArg() != 1 {
+		c.Ui.Error("This command takes one argument: JOB")
+		c.Ui.Error("\n" + c.Help())
+		return 1
+	}
+	id, err := c.conn.jobID(fs.Arg(0))
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error: %v", err))
+		return 1
+	}
+	store, err := c.conn.store()
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error: %v", err))
+		return 1
+	}
+	rec, err := latestMention(context.Background(), store, id)
+	if errors.Is(err, errNoMention) {
+		c.Ui.Error(fmt.Sprintf("No round in the audit log (%s in Consul at %s) mentions job %q: is it FFT-managed (fft. meta), and has a round run since it was submitted?",
+			c.conn.consulPrefix, c.conn.consulAddress(), id))
+		return 1
+	}
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error reading the audit log from Consul at %s: %v", c.conn.consulAddress(), err))
+		return 1
+	}
+	v := explainJob(rec, id)
+	if c.asJSON {
+		return c.outputJSON(v)
+	}
+	c.Ui.Output(formatExplain(v))
+	return 0
+}
+
+var errNoMention = errors.New("no round mentions the job")
+
+// latestMention returns the newest round record that mentions job id.
+func latestMention(ctx context.Context, s *consulstore.Store, id string) (*live.RoundRecord, error) {
+	rounds, err := s.RoundNumbers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for k := len(rounds) - 1; k >= 0; k-- {
+		rec, err := s.ReadRound(ctx, rounds[k])
+		if err != nil {
+			return nil, err
+		}
+		if mentions(rec, id) {
+			return rec, nil
+		}
+	}
+	return nil, errNoMention
+}
+
+func mentions(rec *live.RoundRecord, id string) bool {
+	return jobLine(rec, id) != nil || invalidError(rec, id) != ""
+}
+
+// jobLine returns the job's line of a round record, nil if it has none.
+func jobLine(rec *live.RoundRecord, id string) *live.JobAudit {
+	for k := range rec.Jobs {
+		if rec.Jobs[k].ID == id {
+			return &rec.Jobs[k]
+		}
+	}
+	return nil
+}
+
+// invalidError returns the error a round recorded for the job's bad meta.
+func invalidError(rec *live.RoundRecord, id string) string {
+	for _, inv := range rec.Invalid {
+		if inv.ID == id {
+			return inv.Err
+		}
+	}
+	return ""
+}
+
+// explanation is what explain shows (and prints with -json).
+type explanation struct {
+	Job   string `json:"job"`
+	Round int    `json:"round"`
+	Start string `json:"start"`
+	// Invalid is the contract error when the round rejected the job's meta;
+	// the fields below are then empty.
+	Invalid   string      `json:"invalid,omitempty"`
+	Action    live.Action `json:"action,omitempty"`
+	Model     string      `json:"model,omitempty"`
+	Reason    string      `json:"reason,omitempty"`
+	GPUs      int         `json:"gpus,omitempty"`
+	RhoBefore float64     `json:"rho_before"`
+	RhoAfter  float64     `json:"rho_after"`
+	// Options are the cost terms on every model the job may use, cheapest
+	// first.
+	Options []allocator.Terms `json:"options"`
+}
+
+// explainJob reads job id's decision out of a round record that mentions
+// it. It is pure.
+func explainJob(rec *live.RoundRecord, id string) explanation {
+	e := explanation{Job: id, Round: rec.Round, Start: rec.Start, Options: []allocator.Terms{}}
+	if msg := invalidError(rec, id); msg != "" {
+		e.Invalid = msg
+		return e
+	}
+	if ja := jobLine(rec, id); ja != nil {
+		e.Action, e.Model, e.Reason, e.GPUs = ja.Action, ja.Model, ja.Reason, ja.GPUs
+		e.RhoBefore, e.RhoAfter = ja.RhoBefore, ja.RhoAfter
+		e.Options = append(e.Options, ja.Options...)
+		sort.SliceStable(e.Options, func(a, b int) bool { return e.Options[a].Cost < e.Options[b].Cost })
+	}
+	return e
+}
+
+// formatExplain renders an explanation as Nomad-style text.
+func formatExplain(e explanation) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Job        = %s\n", e.Job)
+	fmt.Fprintf(&b, "Round      = %d, started %s\n", e.Round, startTime(e.Start))
+	if e.Invalid != "" {
+		b.WriteString("Decision   = rejected: the job's fft. meta breaks the contract; it is left untouched\n\nErrors\n")
+		for _, line := range strings.Split(e.Invalid, "\n") {
+			b.WriteString("  " + line + "\n")
+		}
+		b.WriteString("\nFix each key named above in the job's meta and submit it again.")
+		return b.String()
+	}
+	switch {
+	case e.Model != "":
+		fmt.Fprintf(&b, "Decision   = runs on %s (%s)\n", e.Model, e.Action)
+	default:
+		fmt.Fprintf(&b, "Decision   = not scheduled (%s): %s\n", e.Action, orDash(e.Reason))
+	}
+	fmt.Fprintf(&b, "GPUs       = %s\n", countOrDash(e.GPUs))
+	fmt.Fprintf(&b, "Rho        = %.4g before the round, %.4g after\n", e.RhoBefore, e.RhoAfter)
+	if len(e.Options) == 0 {
+		b.WriteString("\nNo model was priced for this job: no model with capacity can run it.")
+		return b.String()
+	}
+	b.WriteString("\nOptions (cost = wait + volume + switch - credit; cheapest first)\n")
+	rows := [][]string{{"Model", "Throughput", "Wait", "Volume", "Switch", "Credit", "Cost", "Chosen"}}
+	for _, o := range e.Options {
+		chosen := ""
+		if o.Model == e.Model {
+			chosen = "yes"
+		}
+		rows = append(rows, []string{o.Model, fmt.Sprintf("%.4g", o.Throughput), fmt.Sprintf("%.4g", o.Wait),
+			fmt.Sprintf("%.4g", o.Volume), fmt.Sprintf("%.4g", o.Switch), fmt.Sprintf("%.4g", o.Credit),
+			fmt.Sprintf("%.4g", o.Cost), chosen})
+	}
+	b.WriteString(table(rows, ""))
+	return strings.TrimRight(b.String(), "\n")
+}

@@ -1,0 +1,259 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hashicorp/cli"
+
+	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
+)
+
+// StatusCommand shows the queue and the GPU models from the ledger.
+type StatusCommand struct {
+	Meta
+	asJSON bool
+}
+
+var _ cli.Command = &StatusCommand{}
+
+func (c *StatusCommand) Synopsis() string { return "Show the FFT queue and GPU models" }
+
+func (c *StatusCommand) Help() string {
+	return helpText("status [options]", `
+Shows what the fft-allocator recorded in Consul: the GPU models with their
+capacity and usage in the last round, every job with its state (running,
+waiting, no-fit, finished, failed), GPU model, rho and progress, and the
+jobs rejected for bad fft. meta with the error.
+`, consulOptions, "Status", c.ownFlags)
+}
+
+func (c *StatusCommand) ownFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.asJSON, "json", false, "Print the status as JSON.")
+}
+
+func (c *StatusCommand) Run(args []string) int {
+	fs := c.flagSet("status", consulOptions, c.ownFlags)
+	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	if fs.NArg() != 0 {
+		c.Ui.Error("This command takes no arguments")
+		c.Ui.Error("\n" + c.Help())
+		return 1
+	}
+	store, err := c.conn.store()
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error: %v", err))
+		return 1
+	}
+	v, err := readStatus(context.Background(), store)
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error reading the ledger from Consul at %s: %v", c.conn.consulAddress(), err))
+		return 1
+	}
+	if c.asJSON {
+		return c.outputJSON(v)
+	}
+	if v.LastRound == nil && len(v.Jobs) == 0 {
+		c.Ui.Output(fmt.Sprintf("No round recorded under %s in Consul at %s yet: is fft-allocator running, with this -consul-prefix?",
+			c.conn.consulPrefix, c.conn.consulAddress()))
+		return 0
+	}
+	c.Ui.Output(formatStatus(v))
+	return 0
+}
+
+// statusView is what status shows (and prints with -json).
+type statusView struct {
+	NextRound int          `json:"next_round"`
+	LastRound *roundHeader `json:"last_round,omitempty"`
+	// Leader is the fft-allocator replica that holds the lock, "" if none.
+	Leader  string         `json:"leader"`
+	Models  []modelUsage   `json:"models"`
+	Jobs    []jobStatus    `json:"jobs"`
+	Invalid []live.Invalid `json:"invalid"`
+}
+
+type roundHeader struct {
+	Round int    `json:"round"`
+	Start string `json:"start"`
+}
+
+type modelUsage struct {
+	Name string `json:"name"`
+	GPUs int    `json:"gpus"`
+	Used int    `json:"used"`
+}
+
+type jobStatus struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	// Model is the model the last round runs the job on (for a finished
+	// job, the last it ran on); GPUs its gang size, 0 when unknown.
+	Model string  `json:"model,omitempty"`
+	GPUs  int     `json:"gpus,omitempty"`
+	Rho   float64 `json:"rho"`
+	Done  float64 `json:"done"`
+	Work  float64 `json:"work"`
+	// Reason is why the last round did not run the job.
+	Reason    string `json:"reason,omitempty"`
+	Arrival   int    `json:"arrival"`
+	RoundsRun int    `json:"rounds_run"`
+	Switches  int    `json:"switches"`
+}
+
+// readStatus reads the ledger, the last round record and the leader.
+func readStatus(ctx context.Context, s *consulstore.Store) (statusView, error) {
+	l, err := s.Load(ctx)
+	if err != nil {
+		return statusView{}, err
+	}
+	var last *live.RoundRecord
+	if l.Round > 0 {
+		last, err = s.ReadRound(ctx, l.Round-1)
+		if err != nil && !errors.Is(err, consulstore.ErrNoRound) {
+			return statusView{}, err
+		}
+	}
+	leader, err := s.Leader(ctx)
+	if err != nil {
+		return statusView{}, err
+	}
+	return buildStatus(l, last, leader), nil
+}
+
+// statusOrder sorts jobs by state: what runs, what waits, what cannot run,
+// then what is over.
+var statusOrder = map[string]int{
+	live.StatusRunning: 0, live.StatusWaiting: 1, live.StatusNoFit: 2, live.StatusFinished: 3, live.StatusFailed: 4,
+}
+
+// buildStatus joins the ledger with the last round record (nil before any
+// round). It is pure.
+func buildStatus(l *live.Ledger, last *live.RoundRecord, leader string) statusView {
+	v := statusView{NextRound: l.Round, Leader: leader, Models: []modelUsage{}, Jobs: []jobStatus{}, Invalid: []live.Invalid{}}
+	lines := map[string]live.JobAudit{}
+	if last != nil {
+		v.LastRound = &roundHeader{Round: last.Round, Start: last.Start}
+		for _, m := range last.Models {
+			v.Models = append(v.Models, modelUsage{Name: m.Name, GPUs: m.GPUs, Used: last.Usage[m.Name]})
+		}
+		for _, ja := range last.Jobs {
+			lines[ja.ID] = ja
+		}
+		v.Invalid = append(v.Invalid, last.Invalid...)
+	}
+	for id, r := range l.Jobs {
+		js := jobStatus{ID: id, Status: r.Status, Rho: r.Rho, Done: r.Done, Work: r.Work,
+			Arrival: r.Arrival, RoundsRun: r.RoundsRun, Switches: r.Switches}
+		if ja, ok := lines[id]; ok {
+			js.Model, js.GPUs, js.Reason = ja.Model, ja.GPUs, ja.Reason
+		}
+		if r.Status == live.StatusFinished || r.Status == live.StatusFailed {
+			js.Model = r.LastModel
+		}
+		v.Jobs = append(v.Jobs, js)
+	}
+	sort.Slice(v.Jobs, func(a, b int) bool {
+		ja, jb := v.Jobs[a], v.Jobs[b]
+		if statusOrder[ja.Status] != statusOrder[jb.Status] {
+			return statusOrder[ja.Status] < statusOrder[jb.Status]
+		}
+		return ja.ID < jb.ID
+	})
+	return v
+}
+
+// formatStatus renders the status as Nomad-style text.
+func formatStatus(v statusView) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Next round  = %d\n", v.NextRound)
+	if v.LastRound != nil {
+		fmt.Fprintf(&b, "Last round  = %d, started %s\n", v.LastRound.Round, startTime(v.LastRound.Start))
+	}
+	leader := v.Leader
+	if leader == "" {
+		leader = "none (no fft-allocator holds the lock)"
+	}
+	fmt.Fprintf(&b, "Leader      = %s\n", leader)
+
+	b.WriteString("\nGPU Models\n")
+	rows := [][]string{{"Model", "GPUs", "Used"}}
+	for _, m := range v.Models {
+		rows = append(rows, []string{m.Name, fmt.Sprint(m.GPUs), fmt.Sprint(m.Used)})
+	}
+	b.WriteString(table(rows, "no healthy GPUs in the last round"))
+
+	b.WriteString("\nJobs\n")
+	rows = [][]string{{"ID", "Status", "Model", "GPUs", "Rho", "Progress", "Reason"}}
+	for _, j := range v.Jobs {
+		rows = append(rows, []string{j.ID, j.Status, orDash(j.Model), countOrDash(j.GPUs),
+			fmt.Sprintf("%.3f", j.Rho), progress(j.Done, j.Work), orDash(j.Reason)})
+	}
+	b.WriteString(table(rows, "no FFT-managed jobs"))
+
+	if len(v.Invalid) > 0 {
+		b.WriteString("\nInvalid Jobs (bad fft. meta; left untouched)\n")
+		rows = [][]string{{"ID", "Error"}}
+		for _, inv := range v.Invalid {
+			rows = append(rows, []string{inv.ID, strings.ReplaceAll(inv.Err, "\n", "; ")})
+		}
+		b.WriteString(table(rows, ""))
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// table renders rows (the first is the header) with aligned columns, or
+// the header and "(empty)" when there are no data rows.
+func table(rows [][]string, empty string) string {
+	if len(rows) == 1 && empty != "" {
+		return "(" + empty + ")\n"
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	tw.Flush()
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func countOrDash(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+// startTime shortens a round's RFC 3339 start to the second, in UTC; a
+// value that does not parse is shown as it is.
+func startTime(start string) string {
+	t, err := time.Parse(time.RFC3339Nano, start)
+	if err != nil {
+		return start
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// progress renders work done out of the total, with the percentage.
+func progress(done, work float64) string {
+	if work <= 0 {
+		return fmt.Sprintf("%.4g", done)
+	}
+	return fmt.Sprintf("%.4g/%.4g (%.0f%%)", done, work, 100*done/work)
+}
