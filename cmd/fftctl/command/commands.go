@@ -19,6 +19,10 @@ type Meta struct {
 	// Stdout and Stderr are the raw streams behind Ui, for commands that
 	// stream (progress lines, large tables).
 	Stdout, Stderr io.Writer
+
+	// conn holds the general options (connection, Consul prefix,
+	// namespace) of the commands that take them.
+	conn conn
 }
 
 // FlagSet returns a flag set whose errors and usage go to the Ui, so a bad
@@ -41,8 +45,14 @@ func (w *uiErrorWriter) Write(p []byte) (int, error) {
 // Commands returns the command table; keys are space-separated paths.
 func Commands(meta Meta) map[string]cli.CommandFactory {
 	return map[string]cli.CommandFactory{
+		"audit":    func() (cli.Command, error) { return &AuditCommand{Meta: meta}, nil },
+		"dev":      func() (cli.Command, error) { return &DevCommand{Meta: meta}, nil },
+		"explain":  func() (cli.Command, error) { return &ExplainCommand{Meta: meta}, nil },
+		"report":   func() (cli.Command, error) { return &ReportCommand{Meta: meta}, nil },
 		"round":    func() (cli.Command, error) { return &RoundCommand{Meta: meta}, nil },
+		"run":      func() (cli.Command, error) { return &RunCommand{Meta: meta}, nil },
 		"simulate": func() (cli.Command, error) { return &SimulateCommand{Meta: meta}, nil },
+		"status":   func() (cli.Command, error) { return &StatusCommand{Meta: meta}, nil },
 		"version":  func() (cli.Command, error) { return &VersionCommand{Meta: meta}, nil },
 	}
 }

@@ -1,0 +1,357 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/cli"
+	consul "github.com/hashicorp/consul/api"
+	nomad "github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/cmd/fftctl/devcluster"
+	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
+	"github.com/nomad-fft/nomad-fft/jobspecs"
+)
+
+// DevCommand runs a local FFT cluster and shows its rounds.
+type DevCommand struct {
+	Meta
+	round      time.Duration
+	dir        string
+	rounds     int
+	noWorkload bool
+}
+
+var _ cli.Command = &DevCommand{}
+
+func (c *DevCommand) Synopsis() string { return "Run a local FFT cluster with fake GPUs" }
+
+func (c *DevCommand) Help() string {
+	return helpText("dev [options]", `
+Starts a local cluster on 127.0.0.1: a Consul dev agent, a Nomad server,
+three Nomad clients (node pool "gpu") whose nomad-device-fft plugin presents
+fake GPUs of a different model each (2 x NVIDIA H100 80GB HBM3,
+2 x NVIDIA A100-SXM4-40GB, 4 x Tesla V100-SXM2-16GB), the fft-allocator,
+and a sample workload of five training jobs from jobspecs/fft-train.nomad.hcl,
+submitted held as "fftctl run" does; each task reports its progress with
+"fftctl report". Then it prints every round as the allocator records it,
+until Ctrl-C (or -rounds), and stops everything it started.
+
+Nomad's HTTP API is on 127.0.0.1:4646 and Consul's on 127.0.0.1:8500 when
+those ports are free (other ports otherwise; the addresses are printed).
+
+The agents come from FFT_NOMAD_BIN and FFT_CONSUL_BIN, else PATH, else the
+repository's .cache/agents ("make agents" builds them). nomad-device-fft
+and fft-allocator come from FFT_PLUGIN_BIN and FFT_ALLOCATOR_BIN, else next
+to fftctl ("make build" puts them in bin/), else "go build" makes them.
+`, 0, "Dev", c.ownFlags)
+}
+
+func (c *DevCommand) ownFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.round, "round", 10*time.Second, "Round length of the fft-allocator (at least 1s).")
+	fs.StringVar(&c.dir, "dir", "", "State `folder` for the agents' configuration, data and logs; it must be new or empty, and is kept on exit. By default a temporary folder, removed on exit.")
+	fs.IntVar(&c.rounds, "rounds", 0, "Stop after this many rounds (0: run until Ctrl-C).")
+	fs.BoolVar(&c.noWorkload, "no-workload", false, "Submit no sample jobs.")
+}
+
+func (c *DevCommand) Run(args []string) int {
+	fs := c.flagSet("dev", 0, c.ownFlags)
+	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	if err := c.check(fs.NArg()); err != nil {
+		c.Ui.Error(fmt.Sprintf("Error: %v", err))
+		return 1
+	}
+
+	// The first Ctrl-C (or SIGTERM) stops the cluster in order; a second
+	// one stops it at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopCtx, force := context.WithCancel(context.Background())
+	defer force()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		for _, f := range []context.CancelFunc{cancel, force} {
+			select {
+			case <-sigs:
+				f()
+			case <-stopCtx.Done():
+				return
+			}
+		}
+	}()
+
+	cfg := devcluster.Config{Dir: c.dir, Progress: c.progress}
+	if cfg.Dir == "" {
+		dir, err := os.MkdirTemp("", "fftctl-dev-")
+		if err != nil {
+			c.Ui.Error(fmt.Sprintf("Error creating the state folder: %v", err))
+			return 1
+		}
+		cfg.Dir, cfg.RemoveDir = dir, true
+	} else if abs, err := filepath.Abs(cfg.Dir); err == nil {
+		cfg.Dir = abs // agents and the clean-up match paths as given
+	}
+	keep := "removed on exit"
+	if !cfg.RemoveDir {
+		keep = "kept on exit"
+	}
+	c.progress(fmt.Sprintf("Starting a dev cluster in %s (%s)", cfg.Dir, keep))
+	cluster, err := devcluster.Start(ctx, cfg)
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error starting the dev cluster: %v", err))
+		return 1
+	}
+	code := c.run(ctx, cluster)
+	c.progress("Stopping the dev cluster")
+	if err := cluster.Stop(stopCtx); err != nil {
+		c.Ui.Error(fmt.Sprintf("Error cleaning up: %v", err))
+		code = 1
+	}
+	c.progress("Stopped")
+	return code
+}
+
+// check validates the flags and arguments.
+func (c *DevCommand) check(nargs int) error {
+	switch {
+	case nargs != 0:
+		return errors.New("this command takes no arguments")
+	case c.round < time.Second:
+		return fmt.Errorf("-round = %s: expected at least 1s", c.round)
+	case c.rounds < 0:
+		return fmt.Errorf("-rounds = %d: expected 0 (until Ctrl-C) or more", c.rounds)
+	}
+	return nil
+}
+
+func (c *DevCommand) progress(msg string) { c.Ui.Output("==> " + msg) }
+
+// run submits the workload, starts the allocator and shows rounds until
+// ctx ends, -rounds is reached or a program of the cluster dies. It returns
+// the exit code.
+func (c *DevCommand) run(ctx context.Context, cluster *devcluster.Cluster) int {
+	nc, err := nomad.NewClient(&nomad.Config{Address: cluster.NomadAddr})
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error: %v", err))
+		return 1
+	}
+	if !c.noWorkload {
+		if err := c.submitWorkload(ctx, nc, cluster.ConsulAddr); err != nil {
+			c.Ui.Error(fmt.Sprintf("Error submitting the sample workload: %v", err))
+			return 1
+		}
+	}
+	if err := cluster.StartAllocator(ctx, c.round); err != nil {
+		c.Ui.Error(fmt.Sprintf("Error starting fft-allocator: %v", err))
+		return 1
+	}
+	c.Ui.Output(readyText(cluster))
+
+	cc, err := consul.NewClient(&consul.Config{Address: cluster.ConsulAddr})
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error: %v", err))
+		return 1
+	}
+	store := consulstore.New(cc, consulstore.DefaultPrefix)
+	shown := 0
+	errEnough := errors.New("enough rounds")
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	followed := make(chan error, 1)
+	go func() {
+		followed <- followRounds(followCtx, store, func(rec *live.RoundRecord) error {
+			c.Ui.Output(formatRound(rec, time.Local))
+			shown++
+			if c.rounds > 0 && shown >= c.rounds {
+				return errEnough
+			}
+			return nil
+		})
+	}()
+	select {
+	case err := <-followed:
+		if errors.Is(err, errEnough) {
+			return 0
+		}
+		if ctx.Err() != nil {
+			return 0
+		}
+		c.Ui.Error(fmt.Sprintf("Error following the rounds in Consul: %v", err))
+		return 1
+	case name := <-cluster.Exited():
+		c.Ui.Error(fmt.Sprintf("Error: %s exited unexpectedly; its log is %s", name, cluster.Logs()[name]))
+		return 1
+	case <-ctx.Done():
+		return 0
+	}
+}
+
+// sampleJob is one job of the sample workload: fft-train with these
+// variables. Throughputs are epochs per 10 s round on each model; the gang
+// sizes add up to more than the 8 GPUs, so jobs wait, start and get parked.
+type sampleJob struct {
+	id   string
+	vars []string
+}
+
+var sampleWorkload = []sampleJob{
+	{"resnet50", []string{"gpu_count=2", "work=30", "seconds=90",
+		"throughput=" + devcluster.ModelH100 + "=4," + devcluster.ModelA100 + "=3," + devcluster.ModelV100 + "=1.5"}},
+	{"bert-large", []string{"gpu_count=2", "work=40", "seconds=120",
+		"throughput=" + devcluster.ModelH100 + "=5," + devcluster.ModelA100 + "=3," + devcluster.ModelV100 + "=1"}},
+	{"gpt2-medium", []string{"gpu_count=4", "work=20", "seconds=90",
+		"throughput=" + devcluster.ModelH100 + "=4," + devcluster.ModelV100 + "=2"}},
+	{"vit-base", []string{"gpu_count=1", "work=20", "seconds=60",
+		"throughput=" + devcluster.ModelH100 + "=3," + devcluster.ModelA100 + "=2.5," + devcluster.ModelV100 + "=1"}},
+	{"lstm-lm", []string{"gpu_count=1", "work=10", "seconds=45",
+		"throughput=" + devcluster.ModelA100 + "=1.5," + devcluster.ModelV100 + "=1"}},
+}
+
+// submitWorkload submits the sample jobs held, as fftctl run does, in the
+// GPU clients' node pool; their tasks report progress with this fftctl.
+func (c *DevCommand) submitWorkload(ctx context.Context, nc *nomad.Client, consulAddr string) error {
+	src, err := jobspecs.FS.ReadFile(jobspecs.Train)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding fftctl for the tasks' progress reports: %w", err)
+	}
+	for _, sj := range sampleWorkload {
+		vars, _, err := mergeVariables(nil, append([]string{"fftctl=" + self, "consul_addr=" + consulAddr}, sj.vars...))
+		if err != nil {
+			return err
+		}
+		job, err := heldJob(nc, jobspec{HCL: string(src), Variables: vars, Namespace: "default", ID: sj.id, NodePool: devcluster.DefaultNodePool})
+		if err != nil {
+			return fmt.Errorf("job %s: %w", sj.id, err)
+		}
+		if _, err := register(ctx, nc, job); err != nil {
+			return err
+		}
+		c.progress(fmt.Sprintf("Submitted default/%s (GPUs: %d), held for FFT", sj.id, gangSize(job)))
+	}
+	return nil
+}
+
+// gangSize is the job's GPU count as the sample jobspec sets it.
+func gangSize(job *nomad.Job) int {
+	for _, tg := range job.TaskGroups {
+		for _, t := range tg.Tasks {
+			if t.Resources != nil && len(t.Resources.Devices) > 0 && t.Resources.Devices[0].Count != nil {
+				return int(*t.Resources.Devices[0].Count)
+			}
+		}
+	}
+	return 0
+}
+
+// readyText tells the user where the cluster is and what to try.
+func readyText(cl *devcluster.Cluster) string {
+	return fmt.Sprintf(`==> The dev cluster is up. In another terminal:
+
+      export NOMAD_ADDR=%s CONSUL_HTTP_ADDR=%s
+      fftctl status                     # the queue and the GPU models
+      fftctl explain default/resnet50   # why a job runs where it does, or waits
+      fftctl audit default/resnet50     # its ledger, round by round
+      curl %s/v1/status   # the allocator's own view
+
+    Logs and data are in %s. Ctrl-C stops the cluster.
+
+==> Rounds`, cl.NomadAddr, cl.ConsulAddr, cl.AllocatorAddr, filepath.Dir(cl.Logs()["consul"]))
+}
+
+// followRounds calls each with every round record, in order, as the
+// allocator records them, until ctx ends or each returns an error. It
+// waits with blocking queries on the ledger.
+func followRounds(ctx context.Context, s *consulstore.Store, each func(*live.RoundRecord) error) error {
+	next, index := 0, uint64(0)
+	for {
+		n, idx, err := s.NextRound(ctx, index)
+		if err != nil {
+			return err
+		}
+		for ; next < n; next++ {
+			rec, err := s.ReadRound(ctx, next)
+			if err != nil {
+				return err
+			}
+			if err := each(rec); err != nil {
+				return err
+			}
+		}
+		index = idx
+	}
+}
+
+// formatRound renders one round record as a short block: what ran, the
+// GPUs busy per model, and each change the round made. It is pure.
+func formatRound(rec *live.RoundRecord, loc *time.Location) string {
+	at := rec.Start
+	if t, err := time.Parse(time.RFC3339Nano, rec.Start); err == nil {
+		at = t.In(loc).Format("15:04:05")
+	}
+	running, waiting, noFit := 0, 0, 0
+	var changes []string
+	for _, ja := range rec.Jobs {
+		switch {
+		case ja.Model != "":
+			running++
+		case len(ja.Options) == 0:
+			noFit++
+		default:
+			waiting++
+		}
+		switch ja.Action {
+		case live.ActionStart, live.ActionMigrate:
+			changes = append(changes, fmt.Sprintf("    %-8s %s on %s", ja.Action, shortID(ja.ID), ja.Model))
+		case live.ActionPark:
+			changes = append(changes, fmt.Sprintf("    %-8s %s", ja.Action, shortID(ja.ID)))
+		}
+	}
+	busy, total := 0, 0
+	var usage []string
+	for _, m := range rec.Models {
+		busy += rec.Usage[m.Name]
+		total += m.GPUs
+		usage = append(usage, fmt.Sprintf("%s %d/%d", m.Name, rec.Usage[m.Name], m.GPUs))
+	}
+	sort.Strings(usage)
+	var b strings.Builder
+	fmt.Fprintf(&b, "Round %d at %s: %d running, %d waiting", rec.Round, at, running, waiting)
+	if noFit > 0 {
+		fmt.Fprintf(&b, ", %d fit no model", noFit)
+	}
+	if len(rec.Invalid) > 0 {
+		fmt.Fprintf(&b, ", %d rejected (bad fft. meta)", len(rec.Invalid))
+	}
+	fmt.Fprintf(&b, "; %d of %d GPUs busy", busy, total)
+	if len(changes) == 0 {
+		b.WriteString("; no changes")
+	}
+	if len(usage) > 0 {
+		b.WriteString("\n    GPUs: " + strings.Join(usage, ", "))
+	}
+	for _, ch := range changes {
+		b.WriteString("\n" + ch)
+	}
+	return b.String()
+}
+
+// shortID drops the default namespace from a job ID, for compact lines.
+func shortID(id string) string { return strings.TrimPrefix(id, "default/") }

@@ -1,0 +1,446 @@
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	consul "github.com/hashicorp/consul/api"
+	nomad "github.com/hashicorp/nomad/api"
+)
+
+// Standard ports: the cluster takes them when they are free, so that the
+// nomad, consul and fftctl commands reach it without settings.
+const (
+	standardNomadHTTP  = 4646
+	standardConsulHTTP = 8500
+)
+
+// How long each start-up step may take. The clients wait for the server
+// and fingerprint their fake GPUs first.
+const (
+	agentTimeout  = 2 * time.Minute
+	clientTimeout = 3 * time.Minute
+	pollInterval  = 250 * time.Millisecond
+)
+
+// Config says what to start.
+type Config struct {
+	// Dir holds every agent's configuration, data and log. It must be empty
+	// or not exist yet. RemoveDir removes it when the cluster stops.
+	Dir       string
+	RemoveDir bool
+	// Bin names the programs to run; Start finds those left empty (see
+	// Binaries).
+	Bin Binaries
+	// Clients default to DefaultClients, NodePool to DefaultNodePool.
+	Clients  []GPUClient
+	NodePool string
+	// Progress hears about each step; nil ignores them.
+	Progress func(string)
+}
+
+// Cluster is a running dev cluster.
+type Cluster struct {
+	cfg Config
+	// NomadAddr is the Nomad server's HTTP API (http://127.0.0.1:port),
+	// ConsulAddr Consul's (127.0.0.1:port, as CONSUL_HTTP_ADDR takes it),
+	// and AllocatorAddr the allocator's status endpoint, once started.
+	NomadAddr, ConsulAddr, AllocatorAddr string
+
+	mu      sync.Mutex
+	procs   []*process
+	stopped bool
+	exited  chan string
+}
+
+// Start starts Consul, the Nomad server and the clients, and waits until
+// every client is ready with its GPUs. On error (or when ctx ends) it stops
+// what it started; the error carries the end of the failing agent's log.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.Clients == nil {
+		cfg.Clients = DefaultClients
+	}
+	if cfg.NodePool == "" {
+		cfg.NodePool = DefaultNodePool
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = func(string) {}
+	}
+	if err := prepareDir(cfg.Dir); err != nil {
+		return nil, err
+	}
+	if err := adoptOrphans(); err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, exited: make(chan string, 2+len(cfg.Clients)+1)}
+	bin, err := defaultFinder().resolve(ctx, cfg.Bin, filepath.Join(cfg.Dir, "bin"), cfg.Progress)
+	c.cfg.Bin = bin
+	if err == nil {
+		err = c.start(ctx)
+	}
+	if err != nil {
+		_ = c.Stop(context.Background())
+		return nil, err
+	}
+	return c, nil
+}
+
+// prepareDir creates dir, or checks that it is empty: the cluster starts
+// from scratch (the Consul dev agent keeps nothing), and a folder of
+// someone else's is never filled or removed.
+func prepareDir(dir string) error {
+	if dir == "" {
+		return errors.New("devcluster: no state folder given")
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		return fmt.Errorf("state folder %s: %w", dir, err)
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("state folder %s is not empty: give a new or empty folder (the dev cluster starts from scratch)", dir)
+	}
+	return nil
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	dir, progress := c.cfg.Dir, c.cfg.Progress
+
+	cp, err := consulPortsFor()
+	if err != nil {
+		return err
+	}
+	c.ConsulAddr = fmt.Sprintf("127.0.0.1:%d", cp.HTTP)
+	progress(fmt.Sprintf("Starting the Consul dev agent on %s", c.ConsulAddr))
+	cproc, err := c.launch("consul", c.cfg.Bin.Consul, consulArgs(dir, cp), nil)
+	if err != nil {
+		return err
+	}
+	cc, err := consul.NewClient(&consul.Config{Address: c.ConsulAddr})
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, agentTimeout, cproc, "Consul to elect itself and serve KV", func() error {
+		if leader, err := cc.Status().Leader(); err != nil || leader == "" {
+			return fmt.Errorf("no leader yet (%v)", err)
+		}
+		_, _, err := cc.KV().Get("fft-dev-probe", nil)
+		return err
+	}); err != nil {
+		return err
+	}
+
+	sp, err := nomadPortsFor(standardNomadHTTP)
+	if err != nil {
+		return err
+	}
+	c.NomadAddr = fmt.Sprintf("http://127.0.0.1:%d", sp.HTTP)
+	progress(fmt.Sprintf("Starting the Nomad server on %s", c.NomadAddr))
+	server, err := c.launchNomad("nomad-server", serverConfig(dir, sp, c.ConsulAddr))
+	if err != nil {
+		return err
+	}
+	nc, err := nomad.NewClient(&nomad.Config{Address: c.NomadAddr})
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, agentTimeout, server, "the Nomad server to elect itself", func() error {
+		if leader, err := nc.Status().Leader(); err != nil || leader == "" {
+			return fmt.Errorf("no leader yet (%v)", err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	pluginDir := filepath.Join(dir, "plugins")
+	if err := installPlugin(c.cfg.Bin.Plugin, pluginDir); err != nil {
+		return err
+	}
+	serverRPC := fmt.Sprintf("127.0.0.1:%d", sp.RPC)
+	var clients []*process
+	for _, gc := range c.cfg.Clients {
+		p, err := nomadPortsFor(0)
+		if err != nil {
+			return err
+		}
+		progress(fmt.Sprintf("Starting Nomad client %s: %d x %s (node pool %q)", gc.Name, gc.Count, gc.Model, c.cfg.NodePool))
+		proc, err := c.launchNomad("nomad-client-"+gc.Name, clientConfig(dir, pluginDir, p, c.ConsulAddr, serverRPC, c.cfg.NodePool, gc))
+		if err != nil {
+			return err
+		}
+		clients = append(clients, proc)
+	}
+	progress("Waiting for the clients to register their fake GPUs")
+	return waitFor(ctx, clientTimeout, nil, "the clients to be ready with their GPUs", func() error {
+		for _, p := range clients {
+			if p.exited() {
+				return &exitError{p}
+			}
+		}
+		return clientsReady(nc, c.cfg.Clients)
+	})
+}
+
+// clientsReady checks that every client is a ready node with devices.
+func clientsReady(nc *nomad.Client, clients []GPUClient) error {
+	nodes, _, err := nc.Nodes().List(&nomad.QueryOptions{Params: map[string]string{"resources": "true"}})
+	if err != nil {
+		return err
+	}
+	byName := map[string]*nomad.NodeListStub{}
+	for _, n := range nodes {
+		byName[n.Name] = n
+	}
+	for _, gc := range clients {
+		n := byName["fft-dev-"+gc.Name]
+		if n == nil || n.Status != nomad.NodeStatusReady {
+			return fmt.Errorf("client %s is not ready yet", gc.Name)
+		}
+		if n.NodeResources == nil || len(n.NodeResources.Devices) == 0 {
+			return fmt.Errorf("client %s has no GPUs yet", gc.Name)
+		}
+	}
+	return nil
+}
+
+// StartAllocator starts the fft-allocator with rounds of the given length
+// against the cluster and waits until it answers on its status endpoint.
+// Extra arguments follow the cluster's.
+func (c *Cluster) StartAllocator(ctx context.Context, round time.Duration, extra ...string) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	c.AllocatorAddr = fmt.Sprintf("http://127.0.0.1:%d", port)
+	c.cfg.Progress(fmt.Sprintf("Starting fft-allocator (rounds of %s; status on %s/v1/status)", round, c.AllocatorAddr))
+	args := append([]string{"-round", round.String(), "-http-addr", fmt.Sprintf("127.0.0.1:%d", port), "-id", "fft-dev"}, extra...)
+	// The addresses go through the variables every tool reads.
+	env := []string{"NOMAD_ADDR=" + c.NomadAddr, "CONSUL_HTTP_ADDR=" + c.ConsulAddr}
+	proc, err := c.launch("fft-allocator", c.cfg.Bin.Allocator, args, env)
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, agentTimeout, proc, "fft-allocator to answer", func() error {
+		resp, err := http.Get(c.AllocatorAddr + "/v1/health")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("health answered %s", resp.Status)
+		}
+		return nil
+	})
+}
+
+// Logs lists the log file of every program started, by name.
+func (c *Cluster) Logs() map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]string, len(c.procs))
+	for _, p := range c.procs {
+		out[p.name] = p.logPath
+	}
+	return out
+}
+
+// Exited receives the name of each program that ends before Stop.
+func (c *Cluster) Exited() <-chan string { return c.exited }
+
+// Stop stops everything the cluster started, last started first: SIGINT,
+// then SIGKILL to its process group after a grace period or as soon as ctx
+// ends. Then it kills what the Nomad clients left running (executors and
+// tasks), detaches what they left mounted, and removes the state folder
+// if Config.RemoveDir says so.
+func (c *Cluster) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	c.stopped = true
+	procs := append([]*process(nil), c.procs...)
+	c.mu.Unlock()
+	for k := len(procs) - 1; k >= 0; k-- {
+		c.cfg.Progress("Stopping " + procs[k].name)
+		procs[k].stop(ctx)
+	}
+	// Orphans may need a moment to appear in /proc as ours after their
+	// client's exit; a second pass catches executors that spawned late.
+	killed := 0
+	for pass := 0; pass < 3; pass++ {
+		n := killOrphans(c.cfg.Dir)
+		if n == 0 {
+			break
+		}
+		killed += n
+		time.Sleep(100 * time.Millisecond)
+	}
+	if killed > 0 {
+		c.cfg.Progress(fmt.Sprintf("Killed %d processes the Nomad clients left running (executors, tasks)", killed))
+	}
+	var errs []error
+	if err := unmountUnder(c.cfg.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	if c.cfg.RemoveDir {
+		if err := os.RemoveAll(c.cfg.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("removing the state folder: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// launch starts a program and watches for its unexpected end.
+func (c *Cluster) launch(name, bin string, args, env []string) (*process, error) {
+	p, err := startProcess(c.cfg.Dir, name, bin, args, env)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	go func() {
+		<-p.done
+		c.mu.Lock()
+		stopped := c.stopped
+		c.mu.Unlock()
+		if !stopped {
+			c.exited <- p.name
+		}
+	}()
+	return p, nil
+}
+
+// launchNomad writes a Nomad agent's configuration and starts it.
+func (c *Cluster) launchNomad(name, hcl string) (*process, error) {
+	path := filepath.Join(c.cfg.Dir, name+".hcl")
+	if err := os.WriteFile(path, []byte(hcl), 0o644); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", path, err)
+	}
+	return c.launch(name, c.cfg.Bin.Nomad, []string{"agent", "-config", path}, nil)
+}
+
+// installPlugin copies the plugin into a folder of its own under its
+// plugin block's name, as the clients' plugin_dir wants it.
+func installPlugin(bin, dir string) error {
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return fmt.Errorf("reading the device plugin: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, PluginName), data, 0o755)
+}
+
+// exitError is a program that ended while the cluster waited for it.
+type exitError struct{ p *process }
+
+func (e *exitError) Error() string {
+	return fmt.Sprintf("%s exited; the end of its log (%s):\n%s", e.p.name, e.p.logPath, e.p.tail(30))
+}
+
+// waitFor calls ready every pollInterval until it returns nil, failing when
+// proc (if any) exits, timeout passes or ctx ends.
+func waitFor(ctx context.Context, timeout time.Duration, proc *process, what string, ready func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		if proc != nil && proc.exited() {
+			return fmt.Errorf("waiting for %s: %w", what, &exitError{proc})
+		}
+		err := ready()
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			msg := fmt.Sprintf("waiting for %s: %v (last: %v)", what, ctx.Err(), err)
+			if proc != nil {
+				msg += fmt.Sprintf("; its log is %s", proc.logPath)
+			}
+			return errors.New(msg)
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// consulPortsFor picks Consul's ports: the standard HTTP port when free.
+func consulPortsFor() (consulPorts, error) {
+	httpPort, err := portOr(standardConsulHTTP)
+	if err != nil {
+		return consulPorts{}, err
+	}
+	p, err := freePorts(3)
+	if err != nil {
+		return consulPorts{}, err
+	}
+	return consulPorts{HTTP: httpPort, Server: p[0], SerfLAN: p[1], SerfWAN: p[2]}, nil
+}
+
+// nomadPortsFor picks a Nomad agent's ports: HTTP on preferred when it is
+// not 0 and free.
+func nomadPortsFor(preferred int) (nomadPorts, error) {
+	httpPort, err := portOr(preferred)
+	if err != nil {
+		return nomadPorts{}, err
+	}
+	p, err := freePorts(2)
+	if err != nil {
+		return nomadPorts{}, err
+	}
+	return nomadPorts{HTTP: httpPort, RPC: p[0], Serf: p[1]}, nil
+}
+
+// portOr returns preferred when it is not 0 and free on 127.0.0.1, else a
+// free port.
+func portOr(preferred int) (int, error) {
+	if preferred != 0 {
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", preferred)); err == nil {
+			l.Close()
+			return preferred, nil
+		}
+	}
+	return freePort()
+}
+
+func freePort() (int, error) {
+	p, err := freePorts(1)
+	if err != nil {
+		return 0, err
+	}
+	return p[0], nil
+}
+
+// freePorts returns n distinct ports free on 127.0.0.1 now. The agents bind
+// them a moment later; on a busy machine another program may take one
+// first, and the agent then fails with the port in its log.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
