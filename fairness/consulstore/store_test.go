@@ -5,13 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,92 +14,13 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator/live"
 	"github.com/nomad-fft/nomad-fft/fairness"
+	"github.com/nomad-fft/nomad-fft/internal/consultest"
 )
-
-// consulBin finds the Consul agent: $FFT_CONSUL_BIN, `consul` on PATH, or
-// the one e2e/agents/build-consul.sh caches. Without one the test skips,
-// unless FFT_E2E=1.
-func consulBin(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("FFT_CONSUL_BIN"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("consul"); err == nil {
-		return p
-	}
-	cached, _ := filepath.Abs("../../.cache/agents/consul-v1.16.1/consul")
-	if _, err := os.Stat(cached); err == nil {
-		return cached
-	}
-	if os.Getenv("FFT_E2E") == "1" {
-		t.Fatalf("FFT_E2E=1 but no Consul agent: FFT_CONSUL_BIN unset, no consul on PATH, %s missing (run e2e/agents/build-consul.sh)", cached)
-	}
-	t.Skipf("no Consul agent (run e2e/agents/build-consul.sh, or set FFT_E2E=1 to make this a failure)")
-	return ""
-}
-
-func freePorts(t *testing.T, n int) []int {
-	var ls []net.Listener
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
 
 // startConsul runs a dev agent on loopback ports and stops it when the test ends.
 func startConsul(t *testing.T) *api.Client {
-	bin := consulBin(t)
-	p := freePorts(t, 4)
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1", "-data-dir", dir,
-		"-hcl", fmt.Sprintf(`ports { http = %d, server = %d, serf_lan = %d, serf_wan = %d, dns = -1, grpc = -1, grpc_tls = -1 }`, p[0], p[1], p[2], p[3]))
-	logf, _ := os.Create(filepath.Join(dir, "consul.log"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting consul: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "consul.log"))
-			t.Logf("consul log:\n%s", b)
-		}
-	})
-	c, err := api.NewClient(&api.Config{Address: fmt.Sprintf("127.0.0.1:%d", p[0])})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if leader, err := c.Status().Leader(); err == nil && leader != "" {
-			if _, _, err := c.KV().Get("probe", nil); err == nil {
-				return c
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("consul did not elect a leader in 30s")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	_, c := consultest.Start(t)
+	return c
 }
 
 func record(id string, rho float64) live.JobRecord {

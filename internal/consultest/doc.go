@@ -1,0 +1,2 @@
+// Package consultest runs a real Consul dev agent for the main module's tests.
+package consultest
