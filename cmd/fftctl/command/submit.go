@@ -60,14 +60,26 @@ func heldJob(client *nomad.Client, js jobspec) (*nomad.Job, error) {
 	if js.NodePool != "" {
 		job.NodePool = &js.NodePool
 	}
-	id := *job.Namespace + "/" + *job.ID
-	if _, err := jobmeta.Parse(job.Meta, nomadapi.GPUDemand(job)); errors.Is(err, jobmeta.ErrNotManaged) {
-		return nil, &contractError{Job: id, Err: fmt.Errorf("it has no fft. meta, so FFT would never run it: add %s and %s to the job's meta", jobmeta.KeyWork, jobmeta.KeyThroughput)}
-	} else if err != nil {
-		return nil, &contractError{Job: id, Err: err}
+	if err := checkContract(job); err != nil {
+		return nil, err
 	}
 	nomadapi.SetGate(job, true)
 	return job, nil
+}
+
+// checkContract validates the job's fft. meta and GPU demand as the
+// allocator will, and returns a *contractError naming every bad key. A job
+// without fft. meta is an error too: FFT would never run it.
+func checkContract(job *nomad.Job) error {
+	id := *job.Namespace + "/" + *job.ID
+	_, err := jobmeta.Parse(job.Meta, nomadapi.GPUDemand(job))
+	switch {
+	case errors.Is(err, jobmeta.ErrNotManaged):
+		return &contractError{Job: id, Err: fmt.Errorf("it has no fft. meta, so FFT would never run it: add %s and %s to the job's meta", jobmeta.KeyWork, jobmeta.KeyThroughput)}
+	case err != nil:
+		return &contractError{Job: id, Err: err}
+	}
+	return nil
 }
 
 // register registers a held job and returns Nomad's answer.

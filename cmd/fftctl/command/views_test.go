@@ -1,0 +1,216 @@
+package command
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/fairness"
+)
+
+func ledgerOf(round int, recs map[string]live.JobRecord) *live.Ledger {
+	return &live.Ledger{Round: round, Jobs: recs}
+}
+
+func rec(status string, rho, done, work float64, last string) live.JobRecord {
+	return live.JobRecord{JobState: fairness.JobState{Work: work, Rho: rho}, Done: done, Status: status, LastModel: last}
+}
+
+func TestBuildStatus(t *testing.T) {
+	last := newRound(4).Model(a100, 2).Model(v100, 4).
+		Run("default/b", a100, 2, 0.3).Action(live.ActionKeep).
+		Wait("default/a", 2, 0.5, 0.7).
+		NoFit("default/big", `device "nvidia/gpu" count = 8: more GPUs than any model`).
+		Invalid("default/bad", "job meta \"fft.work\" = \"-5\": expected a number > 0\njob meta \"fft.x\" = \"1\": expected one of ...").Obj()
+	l := ledgerOf(5, map[string]live.JobRecord{
+		"default/a":    rec(live.StatusWaiting, 0.7, 3, 10, ""),
+		"default/b":    rec(live.StatusRunning, 0, 40, 100, a100),
+		"default/big":  rec(live.StatusNoFit, 0, 0, 10, ""),
+		"default/done": rec(live.StatusFinished, 0, 10, 10, v100),
+	})
+	v := buildStatus(l, last, "replica-1")
+	var order []string
+	for _, j := range v.Jobs {
+		order = append(order, j.ID)
+	}
+	if diff := cmp.Diff([]string{"default/b", "default/a", "default/big", "default/done"}, order); diff != "" {
+		t.Errorf("job order: running, waiting, no-fit, finished (-want,+got):\n%s", diff)
+	}
+	byID := map[string]jobStatus{}
+	for _, j := range v.Jobs {
+		byID[j.ID] = j
+	}
+	for _, tc := range []struct {
+		id, model, reason string
+		gpus              int
+	}{
+		{"default/b", a100, "", 2},
+		{"default/a", "", "not selected", 2},
+		{"default/big", "", "more GPUs than any model", 0},
+		{"default/done", v100, "", 0}, // finished: the model it last ran on
+	} {
+		j := byID[tc.id]
+		if j.Model != tc.model || j.GPUs != tc.gpus || !strings.Contains(j.Reason, tc.reason) || (tc.reason == "" && j.Reason != "") {
+			t.Errorf("%s: model %q, GPUs %d, reason %q; want %q, %d, %q", tc.id, j.Model, j.GPUs, j.Reason, tc.model, tc.gpus, tc.reason)
+		}
+	}
+	if diff := cmp.Diff([]modelUsage{{a100, 2, 2}, {v100, 4, 0}}, v.Models); diff != "" {
+		t.Errorf("models (-want,+got):\n%s", diff)
+	}
+	if v.NextRound != 5 || v.LastRound.Round != 4 || v.Leader != "replica-1" || len(v.Invalid) != 1 {
+		t.Errorf("header: next %d, last %+v, leader %q, %d invalid", v.NextRound, v.LastRound, v.Leader, len(v.Invalid))
+	}
+
+	text := formatStatus(v)
+	for _, w := range []string{
+		"Next round  = 5", "Last round  = 4, started 2026-11-30T10:00:00Z", "Leader      = replica-1",
+		"default/b", "40/100 (40%)", "0.700", "default/bad", `"fft.work" = "-5": expected a number > 0; job meta "fft.x"`,
+	} {
+		if !strings.Contains(text, w) {
+			t.Errorf("status text lacks %q:\n%s", w, text)
+		}
+	}
+	// Columns line up: each row of the jobs table starts its second column
+	// where the header does.
+	block := text[strings.Index(text, "\nJobs\n")+6:]
+	block = block[:strings.Index(block, "\n\n")]
+	rows := strings.Split(block, "\n")
+	for _, row := range rows[1:] {
+		if got, want := secondColumn(row), secondColumn(rows[0]); got != want {
+			t.Errorf("row %q: second column at %d, header's at %d", row, got, want)
+		}
+	}
+
+	// JSON keeps every field, including an empty invalid list.
+	empty := buildStatus(ledgerOf(0, nil), nil, "")
+	b, _ := json.Marshal(empty)
+	if !strings.Contains(string(b), `"jobs":[]`) || !strings.Contains(string(b), `"invalid":[]`) || strings.Contains(string(b), "last_round") {
+		t.Errorf("empty status JSON %s", b)
+	}
+	if text := formatStatus(empty); !strings.Contains(text, "(no FFT-managed jobs)") || !strings.Contains(text, "none (no fft-allocator holds the lock)") {
+		t.Errorf("empty status text:\n%s", text)
+	}
+}
+
+func TestExplainJob(t *testing.T) {
+	r := newRound(7).Model(a100, 2).Model(v100, 4).
+		Run("default/run", v100, 4, 0.25).Action(live.ActionMigrate).
+		Wait("default/wait", 2, 0.5, 0.75).
+		NoFit("default/nofit", "fft.throughput names no GPU model of the cluster").
+		Invalid("default/bad", "job meta \"fft.work\" = \"x\": expected a number > 0").Obj()
+	for _, tc := range []struct {
+		id   string
+		want []string
+	}{
+		{"default/run", []string{"Round      = 7", "Decision   = runs on " + v100 + " (migrate)", "GPUs       = 4", "Rho        = 0.25 before the round, 0 after"}},
+		{"default/wait", []string{"Decision   = not scheduled (keep): not selected", "Rho        = 0.5 before the round, 0.75 after"}},
+		{"default/nofit", []string{"not scheduled (keep): fft.throughput names no GPU model", "No model was priced"}},
+		{"default/bad", []string{"rejected: the job's fft. meta breaks the contract", `  job meta "fft.work" = "x"`}},
+	} {
+		if !mentions(r, tc.id) {
+			t.Errorf("the round does not mention %s", tc.id)
+		}
+		e := explainJob(r, tc.id)
+		text := formatExplain(e)
+		for _, w := range tc.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s: explanation lacks %q:\n%s", tc.id, w, text)
+			}
+		}
+		// Options come cheapest first, and the chosen one is marked.
+		for k := 1; k < len(e.Options); k++ {
+			if e.Options[k].Cost < e.Options[k-1].Cost {
+				t.Errorf("%s: options not sorted by cost: %+v", tc.id, e.Options)
+			}
+		}
+		if e.Model != "" && !strings.Contains(text, "yes") {
+			t.Errorf("%s: the chosen option is not marked:\n%s", tc.id, text)
+		}
+	}
+	if mentions(r, "default/other") {
+		t.Error("the round mentions a job it does not hold")
+	}
+	// The options as recorded are left in place (explain only reads).
+	if got := r.Jobs[0].Options[0].Model; got != a100 {
+		t.Errorf("explainJob reordered the record's options: first is %s", got)
+	}
+}
+
+func TestAuditRows(t *testing.T) {
+	recs := []*live.RoundRecord{
+		newRound(0).Invalid("default/j", "job meta \"fft.work\" = \"0\": expected a number > 0").Obj(),
+		newRound(1).Model(a100, 2).Run("default/j", a100, 2, 0).Obj(),
+		newRound(2).Model(a100, 2).Run("default/other", a100, 2, 0).Obj(),
+		newRound(3).Model(a100, 2).Run("default/other", a100, 2, 0).Wait("default/j", 2, 0, 0.4).Action(live.ActionPark).Obj(),
+	}
+	rows := auditRows(recs, "default/j")
+	var rounds []int
+	for _, r := range rows {
+		rounds = append(rounds, r.Round)
+	}
+	if diff := cmp.Diff([]int{0, 1, 3}, rounds); diff != "" {
+		t.Fatalf("rounds that mention the job (-want,+got):\n%s", diff)
+	}
+	if !strings.HasPrefix(rows[0].Reason, "rejected: job meta \"fft.work\"") || rows[0].Cost != nil {
+		t.Errorf("round 0 row %+v", rows[0])
+	}
+	if rows[1].Action != live.ActionStart || rows[1].Model != a100 || rows[1].Cost == nil || *rows[1].Cost != recs[1].Jobs[0].Chosen.Cost {
+		t.Errorf("round 1 row %+v, want start on %s at the chosen cost", rows[1], a100)
+	}
+	if rows[2].Action != live.ActionPark || rows[2].RhoAfter != 0.4 || rows[2].Cost != nil {
+		t.Errorf("round 3 row %+v", rows[2])
+	}
+	text := formatAudit("default/j", rows)
+	for _, w := range []string{"Job default/j", "Rho Before", "park", "2026-11-30T10:00:00Z"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("audit table lacks %q:\n%s", w, text)
+		}
+	}
+	if got := len(strings.Split(text, "\n")); got != 2+len(rows) {
+		t.Errorf("audit table has %d lines, want a title, a header and %d rows:\n%s", got, len(rows), text)
+	}
+	if b, _ := json.Marshal(auditRows(nil, "default/j")); string(b) != "[]" {
+		t.Errorf("no rows encode as %s, want []", b)
+	}
+}
+
+func TestFormatRound(t *testing.T) {
+	r := newRound(3).Model(v100, 4).Model(a100, 2).
+		Run("default/a", a100, 2, 0).
+		Run("team/b", v100, 2, 0).Action(live.ActionMigrate).
+		Wait("default/c", 2, 0, 0.3).Action(live.ActionPark).
+		Wait("default/d", 1, 0, 0.1).
+		NoFit("default/e", "too big").
+		Invalid("default/f", "bad").Obj()
+	got := formatRound(r, time.UTC)
+	for _, w := range []string{
+		"Round 3 at 10:00:00: 2 running, 2 waiting, 1 fit no model, 1 rejected (bad fft. meta); 4 of 6 GPUs busy",
+		"GPUs: " + a100 + " 2/2, " + v100 + " 2/4",
+		"start    a on " + a100, "migrate  team/b on " + v100, "park     c",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("round block lacks %q:\n%s", w, got)
+		}
+	}
+	if strings.Contains(got, "no changes") || strings.Contains(got, " d") {
+		t.Errorf("a job kept waiting shows as a change:\n%s", got)
+	}
+	quiet := formatRound(newRound(4).Model(a100, 2).Run("default/a", a100, 2, 0).Action(live.ActionKeep).Obj(), time.UTC)
+	if !strings.Contains(quiet, "; no changes") || strings.Count(quiet, "\n") != 1 {
+		t.Errorf("a round without changes:\n%s", quiet)
+	}
+}
+
+// secondColumn is where a table row's second column starts: the first
+// character after a run of two or more spaces.
+func secondColumn(row string) int {
+	k := strings.Index(row, "  ")
+	if k < 0 {
+		return -1
+	}
+	return k + len(row[k:]) - len(strings.TrimLeft(row[k:], " "))
+}

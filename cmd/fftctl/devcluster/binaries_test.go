@@ -1,0 +1,148 @@
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// tree is a fake machine: a repository, a folder with fftctl and maybe its
+// siblings, a PATH folder, and a record of builds.
+type tree struct {
+	repo, binDir, pathDir string
+	env                   map[string]string
+	built                 []string
+}
+
+func newTree(t *testing.T) *tree {
+	root := t.TempDir()
+	tr := &tree{repo: filepath.Join(root, "repo"), binDir: filepath.Join(root, "opt"), pathDir: filepath.Join(root, "path"), env: map[string]string{}}
+	for _, d := range []string{tr.repo, tr.binDir, tr.pathDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, filepath.Join(tr.repo, "go.mod"), "module "+mainModule+"\n\ngo 1.26\n", 0o644)
+	write(t, filepath.Join(tr.binDir, "fftctl"), "", 0o755)
+	return tr
+}
+
+func write(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (tr *tree) finder(wd string) finder {
+	return finder{
+		getenv: func(k string) string { return tr.env[k] },
+		lookPath: func(name string) (string, error) {
+			p := filepath.Join(tr.pathDir, name)
+			if isExecutable(p) == nil {
+				return p, nil
+			}
+			return "", exec.ErrNotFound
+		},
+		executable: func() (string, error) { return filepath.Join(tr.binDir, "fftctl"), nil },
+		getwd:      func() (string, error) { return wd, nil },
+		build: func(_ context.Context, root, name, out string) error {
+			tr.built = append(tr.built, name+" from "+root)
+			return os.WriteFile(out, nil, 0o755)
+		},
+	}
+}
+
+func (tr *tree) cachedAgent(t *testing.T, name, version string) string {
+	p := filepath.Join(tr.repo, ".cache", "agents", name+"-v"+version, name)
+	write(t, p, "", 0o755)
+	return p
+}
+
+func TestResolveBinaries(t *testing.T) {
+	t.Run("environment first", func(t *testing.T) {
+		tr := newTree(t)
+		for _, name := range []string{"nomad", "consul", PluginName, allocatorName} {
+			write(t, filepath.Join(tr.pathDir, name), "", 0o755)
+			write(t, filepath.Join(tr.binDir, name), "", 0o755)
+		}
+		custom := filepath.Join(t.TempDir(), "my-nomad")
+		write(t, custom, "", 0o755)
+		tr.env[EnvNomadBin] = custom
+		b, err := tr.finder(tr.repo).resolve(context.Background(), Binaries{}, t.TempDir(), func(string) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Binaries{Nomad: custom, Consul: filepath.Join(tr.pathDir, "consul"),
+			Plugin: filepath.Join(tr.binDir, PluginName), Allocator: filepath.Join(tr.binDir, allocatorName)}
+		if b != want {
+			t.Errorf("resolve = %+v, want %+v", b, want)
+		}
+	})
+	t.Run("repository cache and builds", func(t *testing.T) {
+		tr := newTree(t)
+		nomadBin := tr.cachedAgent(t, "nomad", NomadVersion)
+		consulBin := tr.cachedAgent(t, "consul", ConsulVersion)
+		buildDir := t.TempDir()
+		var progress []string
+		// From a folder inside the repository, with nothing next to fftctl.
+		b, err := tr.finder(filepath.Join(tr.repo, "jobspecs")).resolve(context.Background(), Binaries{}, buildDir, func(m string) { progress = append(progress, m) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Binaries{Nomad: nomadBin, Consul: consulBin, Plugin: filepath.Join(buildDir, PluginName), Allocator: filepath.Join(buildDir, allocatorName)}
+		if b != want {
+			t.Errorf("resolve = %+v, want %+v", b, want)
+		}
+		if len(tr.built) != 2 || !strings.HasSuffix(tr.built[0], " from "+tr.repo) || len(progress) != 2 {
+			t.Errorf("builds %v, progress %v; want the plugin and the allocator built in the repository, each announced", tr.built, progress)
+		}
+	})
+	t.Run("given binaries are kept", func(t *testing.T) {
+		tr := newTree(t)
+		given := Binaries{Nomad: "/n", Consul: "/c", Plugin: "/p", Allocator: "/a"}
+		b, err := tr.finder(t.TempDir()).resolve(context.Background(), given, t.TempDir(), func(string) {})
+		if err != nil || b != given {
+			t.Errorf("resolve = %+v, %v; want %+v untouched", b, err, given)
+		}
+	})
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, tr *tree)
+		wd    func(tr *tree) string
+		want  []string
+	}{
+		{"no agents anywhere", func(*testing.T, *tree) {}, func(tr *tree) string { return tr.repo },
+			[]string{"no nomad agent", "no consul agent", EnvNomadBin + " is unset", "make agents", "about 16 minutes"}},
+		{"an agent variable naming nothing", func(t *testing.T, tr *tree) {
+			tr.env[EnvConsulBin] = "/no/such/consul"
+			tr.cachedAgent(t, "nomad", NomadVersion)
+		}, func(tr *tree) string { return tr.repo }, []string{EnvConsulBin + `="/no/such/consul"`}},
+		{"no repository to build from", func(t *testing.T, tr *tree) {
+			tr.env[EnvNomadBin] = tr.cachedAgent(t, "nomad", NomadVersion)
+			tr.env[EnvConsulBin] = tr.cachedAgent(t, "consul", ConsulVersion)
+			os.Remove(filepath.Join(tr.repo, "go.mod"))
+		}, func(*tree) string { return os.TempDir() }, []string{"no nomad-device-fft", EnvPluginBin, "make build"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTree(t)
+			tc.setup(t, tr)
+			_, err := tr.finder(tc.wd(tr)).resolve(context.Background(), Binaries{}, t.TempDir(), func(string) {})
+			if !errors.Is(err, ErrMissing) {
+				t.Fatalf("err = %v, want ErrMissing", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
