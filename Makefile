@@ -1,18 +1,33 @@
-# nomad-fft build and test entry points. `make run` is the main job on its
-# embedded default, `make test` is the whole test suite (what CI runs).
+# nomad-fft build and test entry points. `make dev` (or `make run`) is the
+# main job, a local FFT cluster; `make test` is the whole test suite (what CI
+# runs).
 
-GO      ?= go
-BIN     := bin
+GO       ?= go
+BIN      := bin
+# DEV_ARGS are more fftctl dev flags, e.g. make dev DEV_ARGS="-round 5s".
+DEV_ARGS ?=
 
-.PHONY: all build run test deps agents vet unit e2e bench bench-e2e fuzz clean
+.PHONY: all build dev run round test deps agents vet unit e2e bench bench-e2e fuzz clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-## run: the main job on its embedded default (a built-in example round).
-run:
+## dev: the main job. `fftctl dev`: a local Consul agent, a Nomad server,
+## three Nomad clients with different fake GPU models, the fft-allocator and
+## a sample workload; it prints every round until Ctrl-C. The first run
+## builds the pinned Nomad and Consul agents into .cache (about 16 minutes on
+## 2 cores); later runs start in seconds.
+dev: build
+	nomad_bin=$$(e2e/agents/build.sh) && consul_bin=$$(e2e/agents/build-consul.sh) && \
+	FFT_NOMAD_BIN=$$nomad_bin FFT_CONSUL_BIN=$$consul_bin $(BIN)/fftctl dev $(DEV_ARGS)
+
+## run: the main job, as dev.
+run: dev
+
+## round: solve the built-in example round and explain it.
+round:
 	$(GO) run ./cmd/fftctl round
 
 ## test: everything CI checks: vet, unit and property tests (with GLPK as the
