@@ -59,7 +59,7 @@ func defaultFinder() finder {
 // resolve fills the empty fields of b as Binaries says, building into
 // buildDir; progress hears about each build.
 func (f finder) resolve(ctx context.Context, b Binaries, buildDir string, progress func(string)) (Binaries, error) {
-	var errs []error
+	var missing []string
 	for _, a := range []struct {
 		dst                *string
 		name, version, env string
@@ -67,14 +67,21 @@ func (f finder) resolve(ctx context.Context, b Binaries, buildDir string, progre
 		{&b.Nomad, "nomad", NomadVersion, EnvNomadBin},
 		{&b.Consul, "consul", ConsulVersion, EnvConsulBin},
 	} {
-		if *a.dst == "" {
-			p, err := f.agent(a.name, a.version, a.env)
-			*a.dst = p
-			errs = append(errs, err)
+		if *a.dst != "" {
+			continue
 		}
+		p, why, err := f.agent(a.name, a.version, a.env)
+		if err != nil {
+			return b, err
+		}
+		if why != "" {
+			missing = append(missing, why)
+		}
+		*a.dst = p
 	}
-	if err := errors.Join(errs...); err != nil {
-		return b, err
+	if len(missing) > 0 {
+		return b, fmt.Errorf("%w: %s; run `make agents` in the repository: it builds Nomad %s and Consul %s from their MPL modules into .cache/ (about 16 minutes on 2 cores the first time)",
+			ErrMissing, strings.Join(missing, "; "), NomadVersion, ConsulVersion)
 	}
 	for _, c := range []struct {
 		dst       *string
@@ -94,27 +101,27 @@ func (f finder) resolve(ctx context.Context, b Binaries, buildDir string, progre
 	return b, nil
 }
 
-// agent finds an agent: $env, else PATH, else the repository's cache.
-func (f finder) agent(name, version, env string) (string, error) {
+// agent finds an agent: $env, else PATH, else the repository's cache. When
+// there is none it returns why; a variable naming no program is an error.
+func (f finder) agent(name, version, env string) (path, missing string, err error) {
 	if p := f.getenv(env); p != "" {
 		if err := isExecutable(p); err != nil {
-			return "", fmt.Errorf("%w: %s=%q: %w", ErrMissing, env, p, err)
+			return "", "", fmt.Errorf("%w: %s=%q: %w", ErrMissing, env, p, err)
 		}
-		return p, nil
+		return p, "", nil
 	}
 	if p, err := f.lookPath(name); err == nil {
-		return p, nil
+		return p, "", nil
 	}
-	where := "the repository's .cache/agents (no repository found above the working directory or fftctl)"
+	cache := "no repository was found above the working directory or fftctl to hold .cache/agents"
 	if root, ok := f.repoRoot(); ok {
 		cached := filepath.Join(root, ".cache", "agents", name+"-v"+version, name)
 		if isExecutable(cached) == nil {
-			return cached, nil
+			return cached, "", nil
 		}
-		where = cached
+		cache = cached + " is missing"
 	}
-	return "", fmt.Errorf("%w: no %s agent: %s is unset, no %s on PATH, and %s is missing; run `make agents` in the repository (it builds Nomad %s and Consul %s from their MPL modules into .cache/, about 16 minutes on 2 cores the first time)",
-		ErrMissing, name, env, name, where, NomadVersion, ConsulVersion)
+	return "", fmt.Sprintf("no %s agent (%s is unset, no %s on PATH, %s)", name, env, name, cache), nil
 }
 
 // command finds one of the repository's commands: $env, else next to the

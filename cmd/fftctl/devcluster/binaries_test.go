@@ -120,7 +120,7 @@ func TestResolveBinaries(t *testing.T) {
 		want  []string
 	}{
 		{"no agents anywhere", func(*testing.T, *tree) {}, func(tr *tree) string { return tr.repo },
-			[]string{"no nomad agent", "no consul agent", EnvNomadBin + " is unset", "make agents", "about 16 minutes"}},
+			[]string{"no nomad agent (" + EnvNomadBin + " is unset, no nomad on PATH, ", "no consul agent", "make agents", "about 16 minutes"}},
 		{"an agent variable naming nothing", func(t *testing.T, tr *tree) {
 			tr.env[EnvConsulBin] = "/no/such/consul"
 			tr.cachedAgent(t, "nomad", NomadVersion)
