@@ -37,38 +37,25 @@ func (c *AuditCommand) ownFlags(fs *flag.FlagSet) {
 }
 
 func (c *AuditCommand) Run(args []string) int {
-	fs := c.flagSet("audit", jobReadOptions, c.ownFlags)
-	if err := fs.Parse(args); err != nil {
+	rest, ok := c.parse(c, "audit", jobReadOptions, c.ownFlags, args, "JOB")
+	if !ok {
 		return 1
 	}
-	if fs.NArg() != 1 {
-		c.Ui.Error("This command takes one argument: JOB")
-		c.Ui.Error("\n" + c.Help())
-		return 1
-	}
-	id, err := c.conn.jobID(fs.Arg(0))
+	id, store, err := c.conn.jobStore(rest[0])
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error: %v", err))
-		return 1
-	}
-	store, err := c.conn.store()
-	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error: %v", err))
-		return 1
+		return c.fail("Error: %v", err)
 	}
 	recs, err := store.ReadRounds(context.Background(), c.since)
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error reading the audit log from Consul at %s: %v", c.conn.consulAddress(), err))
-		return 1
+		return c.fail("Error reading the audit log from Consul at %s: %v", c.conn.consulAddress(), err)
 	}
 	rows := auditRows(recs, id)
 	if c.asJSON {
 		return c.outputJSON(rows)
 	}
 	if len(rows) == 0 {
-		c.Ui.Error(fmt.Sprintf("No round from %d on in the audit log (%s in Consul at %s) mentions job %q.",
-			c.since, c.conn.consulPrefix, c.conn.consulAddress(), id))
-		return 1
+		return c.fail("No round from %d on in the audit log (%s in Consul at %s) mentions job %q.",
+			c.since, c.conn.consulPrefix, c.conn.consulAddress(), id)
 	}
 	c.Ui.Output(formatAudit(id, rows))
 	return 0

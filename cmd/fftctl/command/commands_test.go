@@ -38,19 +38,23 @@ func TestDevCommandChecks(t *testing.T) {
 	for _, tc := range []struct {
 		round  time.Duration
 		rounds int
-		nargs  int
 		err    string
 	}{
-		{10 * time.Second, 0, 0, ""},
-		{time.Second, 3, 0, ""},
-		{500 * time.Millisecond, 0, 0, "-round = 500ms: expected at least 1s"},
-		{10 * time.Second, -1, 0, "-rounds = -1"},
-		{10 * time.Second, 0, 1, "takes no arguments"},
+		{10 * time.Second, 0, ""},
+		{time.Second, 3, ""},
+		{500 * time.Millisecond, 0, "-round = 500ms: expected at least 1s"},
+		{10 * time.Second, -1, "-rounds = -1"},
 	} {
 		c := &DevCommand{round: tc.round, rounds: tc.rounds}
-		err := c.check(tc.nargs)
+		err := c.check()
 		if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
-			t.Errorf("check(round %s, rounds %d, %d args) = %v, want %q", tc.round, tc.rounds, tc.nargs, err, tc.err)
+			t.Errorf("check(round %s, rounds %d) = %v, want %q", tc.round, tc.rounds, err, tc.err)
+		}
+	}
+	for _, args := range [][]string{{"extra"}, {"-nope"}} {
+		ui := cli.NewMockUi()
+		if code := (&DevCommand{Meta: Meta{Ui: ui}}).Run(args); code != 1 || ui.OutputWriter.String() != "" {
+			t.Errorf("dev %v: exit %d, stdout %q; want 1 and nothing started", args, code, ui.OutputWriter.String())
 		}
 	}
 	// A bad flag value stops the command before anything starts.

@@ -65,13 +65,11 @@ func (c *DevCommand) ownFlags(fs *flag.FlagSet) {
 }
 
 func (c *DevCommand) Run(args []string) int {
-	fs := c.flagSet("dev", 0, c.ownFlags)
-	if err := fs.Parse(args); err != nil {
+	if _, ok := c.parse(c, "dev", 0, c.ownFlags, args); !ok {
 		return 1
 	}
-	if err := c.check(fs.NArg()); err != nil {
-		c.Ui.Error(fmt.Sprintf("Error: %v", err))
-		return 1
+	if err := c.check(); err != nil {
+		return c.fail("Error: %v", err)
 	}
 
 	// The first Ctrl-C (or SIGTERM) stops the cluster in order; a second
@@ -98,8 +96,7 @@ func (c *DevCommand) Run(args []string) int {
 	if cfg.Dir == "" {
 		dir, err := os.MkdirTemp("", "fftctl-dev-")
 		if err != nil {
-			c.Ui.Error(fmt.Sprintf("Error creating the state folder: %v", err))
-			return 1
+			return c.fail("Error creating the state folder: %v", err)
 		}
 		cfg.Dir, cfg.RemoveDir = dir, true
 	} else if abs, err := filepath.Abs(cfg.Dir); err == nil {
@@ -112,8 +109,7 @@ func (c *DevCommand) Run(args []string) int {
 	c.progress(fmt.Sprintf("Starting a dev cluster in %s (%s)", cfg.Dir, keep))
 	cluster, err := devcluster.Start(ctx, cfg)
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error starting the dev cluster: %v", err))
-		return 1
+		return c.fail("Error starting the dev cluster: %v", err)
 	}
 	code := c.run(ctx, cluster)
 	c.progress("Stopping the dev cluster")
@@ -125,11 +121,9 @@ func (c *DevCommand) Run(args []string) int {
 	return code
 }
 
-// check validates the flags and arguments.
-func (c *DevCommand) check(nargs int) error {
+// check validates the flags.
+func (c *DevCommand) check() error {
 	switch {
-	case nargs != 0:
-		return errors.New("this command takes no arguments")
 	case c.round < time.Second:
 		return fmt.Errorf("-round = %s: expected at least 1s", c.round)
 	case c.rounds < 0:
@@ -146,25 +140,21 @@ func (c *DevCommand) progress(msg string) { c.Ui.Output("==> " + msg) }
 func (c *DevCommand) run(ctx context.Context, cluster *devcluster.Cluster) int {
 	nc, err := nomad.NewClient(&nomad.Config{Address: cluster.NomadAddr})
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error: %v", err))
-		return 1
+		return c.fail("Error: %v", err)
 	}
 	if !c.noWorkload {
 		if err := c.submitWorkload(ctx, nc, cluster.ConsulAddr); err != nil {
-			c.Ui.Error(fmt.Sprintf("Error submitting the sample workload: %v", err))
-			return 1
+			return c.fail("Error submitting the sample workload: %v", err)
 		}
 	}
 	if err := cluster.StartAllocator(ctx, c.round); err != nil {
-		c.Ui.Error(fmt.Sprintf("Error starting fft-allocator: %v", err))
-		return 1
+		return c.fail("Error starting fft-allocator: %v", err)
 	}
 	c.Ui.Output(readyText(cluster))
 
 	cc, err := consul.NewClient(&consul.Config{Address: cluster.ConsulAddr})
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error: %v", err))
-		return 1
+		return c.fail("Error: %v", err)
 	}
 	store := consulstore.New(cc, consulstore.DefaultPrefix)
 	shown := 0
@@ -190,11 +180,9 @@ func (c *DevCommand) run(ctx context.Context, cluster *devcluster.Cluster) int {
 		if ctx.Err() != nil {
 			return 0
 		}
-		c.Ui.Error(fmt.Sprintf("Error following the rounds in Consul: %v", err))
-		return 1
+		return c.fail("Error following the rounds in Consul: %v", err)
 	case name := <-cluster.Exited():
-		c.Ui.Error(fmt.Sprintf("Error: %s exited unexpectedly; its log is %s", name, cluster.Logs()[name]))
-		return 1
+		return c.fail("Error: %s exited unexpectedly; its log is %s", name, cluster.Logs()[name])
 	case <-ctx.Done():
 		return 0
 	}

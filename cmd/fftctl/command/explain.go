@@ -43,34 +43,21 @@ func (c *ExplainCommand) ownFlags(fs *flag.FlagSet) {
 }
 
 func (c *ExplainCommand) Run(args []string) int {
-	fs := c.flagSet("explain", jobReadOptions, c.ownFlags)
-	if err := fs.Parse(args); err != nil {
+	rest, ok := c.parse(c, "explain", jobReadOptions, c.ownFlags, args, "JOB")
+	if !ok {
 		return 1
 	}
-	if fs.NArg() != 1 {
-		c.Ui.Error("This command takes one argument: JOB")
-		c.Ui.Error("\n" + c.Help())
-		return 1
-	}
-	id, err := c.conn.jobID(fs.Arg(0))
+	id, store, err := c.conn.jobStore(rest[0])
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error: %v", err))
-		return 1
-	}
-	store, err := c.conn.store()
-	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error: %v", err))
-		return 1
+		return c.fail("Error: %v", err)
 	}
 	rec, err := latestMention(context.Background(), store, id)
 	if errors.Is(err, errNoMention) {
-		c.Ui.Error(fmt.Sprintf("No round in the audit log (%s in Consul at %s) mentions job %q: is it FFT-managed (fft. meta), and has a round run since it was submitted?",
-			c.conn.consulPrefix, c.conn.consulAddress(), id))
-		return 1
+		return c.fail("No round in the audit log (%s in Consul at %s) mentions job %q: is it FFT-managed (fft. meta), and has a round run since it was submitted?",
+			c.conn.consulPrefix, c.conn.consulAddress(), id)
 	}
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error reading the audit log from Consul at %s: %v", c.conn.consulAddress(), err))
-		return 1
+		return c.fail("Error reading the audit log from Consul at %s: %v", c.conn.consulAddress(), err)
 	}
 	v := explainJob(rec, id)
 	if c.asJSON {

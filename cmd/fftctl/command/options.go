@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/hashicorp/cli"
 	nomad "github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
@@ -58,6 +59,36 @@ func (m *Meta) flagSet(name string, opts options, own func(*flag.FlagSet)) *flag
 		own(fs)
 	}
 	return fs
+}
+
+// parse parses a command's arguments with the general options opts names
+// and the command's own flags, and checks that exactly the positional
+// arguments named remain. On a mistake it prints what is wrong and the
+// command's help, and returns false.
+func (m *Meta) parse(c cli.Command, name string, opts options, own func(*flag.FlagSet), args []string, positional ...string) ([]string, bool) {
+	fs := m.flagSet(name, opts, own)
+	if err := fs.Parse(args); err != nil {
+		return nil, false
+	}
+	if fs.NArg() == len(positional) {
+		return fs.Args(), true
+	}
+	switch len(positional) {
+	case 0:
+		m.Ui.Error("This command takes no arguments")
+	case 1:
+		m.Ui.Error("This command takes one argument: " + positional[0])
+	default:
+		m.Ui.Error(fmt.Sprintf("This command takes %d arguments: %s", len(positional), strings.Join(positional, " ")))
+	}
+	m.Ui.Error("\n" + c.Help())
+	return nil, false
+}
+
+// fail prints an error and returns the exit code of a failed command.
+func (m *Meta) fail(format string, a ...any) int {
+	m.Ui.Error(fmt.Sprintf(format, a...))
+	return 1
 }
 
 // helpText lays a command's help out as Nomad does: the usage line, the
@@ -135,6 +166,17 @@ func (c *conn) store() (*consulstore.Store, error) {
 		return nil, err
 	}
 	return consulstore.New(client, c.consulPrefix), nil
+}
+
+// jobStore resolves a JOB argument to the ledger's job ID and opens the
+// ledger.
+func (c *conn) jobStore(arg string) (string, *consulstore.Store, error) {
+	id, err := c.jobID(arg)
+	if err != nil {
+		return "", nil, err
+	}
+	store, err := c.store()
+	return id, store, err
 }
 
 // consulAddress is the Consul address the general options resolve to, for

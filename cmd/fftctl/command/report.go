@@ -44,19 +44,13 @@ func (c *ReportCommand) ownFlags(fs *flag.FlagSet) {
 }
 
 func (c *ReportCommand) Run(args []string) int {
-	fs := c.flagSet("report", consulOptions, c.ownFlags)
-	if err := fs.Parse(args); err != nil {
+	rest, ok := c.parse(c, "report", consulOptions, c.ownFlags, args, "WORK_DONE")
+	if !ok {
 		return 1
 	}
-	if fs.NArg() != 1 {
-		c.Ui.Error("This command takes one argument: WORK_DONE")
-		c.Ui.Error("\n" + c.Help())
-		return 1
-	}
-	done, err := parseWorkDone(fs.Arg(0))
+	done, err := parseWorkDone(rest[0])
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error: %v", err))
-		return 1
+		return c.fail("Error: %v", err)
 	}
 	getenv := c.getenv
 	if getenv == nil {
@@ -64,17 +58,14 @@ func (c *ReportCommand) Run(args []string) int {
 	}
 	id, err := reportJob(c.job, getenv)
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error: %v", err))
-		return 1
+		return c.fail("Error: %v", err)
 	}
 	store, err := c.conn.store()
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error: %v", err))
-		return 1
+		return c.fail("Error: %v", err)
 	}
 	if err := store.ReportProgress(context.Background(), id, done); err != nil {
-		c.Ui.Error(fmt.Sprintf("Error reporting progress to Consul at %s: %v", c.conn.consulAddress(), err))
-		return 1
+		return c.fail("Error reporting progress to Consul at %s: %v", c.conn.consulAddress(), err)
 	}
 	if !c.quiet {
 		c.Ui.Output(fmt.Sprintf("Reported %s work units done for %s", strconv.FormatFloat(done, 'g', -1, 64), id))

@@ -44,44 +44,33 @@ func (c *RunCommand) ownFlags(fs *flag.FlagSet) {
 }
 
 func (c *RunCommand) Run(args []string) int {
-	fs := c.flagSet("run", runOptions, c.ownFlags)
-	if err := fs.Parse(args); err != nil {
+	rest, ok := c.parse(c, "run", runOptions, c.ownFlags, args, "JOBSPEC")
+	if !ok {
 		return 1
 	}
-	if fs.NArg() != 1 {
-		c.Ui.Error("This command takes one argument: JOBSPEC")
-		c.Ui.Error(commandErrorText(c))
-		return 1
-	}
-	src, err := c.readJobspec(fs.Arg(0))
+	src, err := c.readJobspec(rest[0])
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error reading the jobspec: %v", err))
-		return 1
+		return c.fail("Error reading the jobspec: %v", err)
 	}
 	variables, err := c.variables(src)
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error in the jobspec variables: %v", err))
-		return 1
+		return c.fail("Error in the jobspec variables: %v", err)
 	}
 	client, err := c.conn.nomadClient()
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error: %v", err))
-		return 1
+		return c.fail("Error: %v", err)
 	}
 	job, err := heldJob(client, jobspec{HCL: string(src), Variables: variables, Namespace: c.conn.jobNamespace()})
 	var ce *contractError
 	if errors.As(err, &ce) {
-		c.Ui.Error(contractErrorText(ce))
-		return 1
+		return c.fail("%s", contractErrorText(ce))
 	}
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error: %v", err))
-		return 1
+		return c.fail("Error: %v", err)
 	}
 	resp, err := register(context.Background(), client, job)
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error: %v", err))
-		return 1
+		return c.fail("Error: %v", err)
 	}
 	id := *job.Namespace + "/" + *job.ID
 	c.Ui.Output(fmt.Sprintf("==> Job %q registered, held for FFT", id))
@@ -126,10 +115,4 @@ func (c *RunCommand) variables(jobspecSrc []byte) (string, error) {
 		}
 	}
 	return content, nil
-}
-
-// commandErrorText is the help a usage error ends with, as Nomad's CLI
-// prints it.
-func commandErrorText(c cli.Command) string {
-	return "\n" + c.Help()
 }

@@ -40,24 +40,16 @@ func (c *StatusCommand) ownFlags(fs *flag.FlagSet) {
 }
 
 func (c *StatusCommand) Run(args []string) int {
-	fs := c.flagSet("status", consulOptions, c.ownFlags)
-	if err := fs.Parse(args); err != nil {
-		return 1
-	}
-	if fs.NArg() != 0 {
-		c.Ui.Error("This command takes no arguments")
-		c.Ui.Error("\n" + c.Help())
+	if _, ok := c.parse(c, "status", consulOptions, c.ownFlags, args); !ok {
 		return 1
 	}
 	store, err := c.conn.store()
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error: %v", err))
-		return 1
+		return c.fail("Error: %v", err)
 	}
 	v, err := readStatus(context.Background(), store)
 	if err != nil {
-		c.Ui.Error(fmt.Sprintf("Error reading the ledger from Consul at %s: %v", c.conn.consulAddress(), err))
-		return 1
+		return c.fail("Error reading the ledger from Consul at %s: %v", c.conn.consulAddress(), err)
 	}
 	if c.asJSON {
 		return c.outputJSON(v)
