@@ -28,6 +28,10 @@ func newJob(id string) *jobB {
 }
 func (b *jobB) GPUs(n int) *jobB                 { b.j.Spec.GPUs = n; return b }
 func (b *jobB) TP(model string, v float64) *jobB { b.j.Spec.Throughput[model] = v; return b }
+func (b *jobB) Tenant(user string, weight float64) *jobB {
+	b.j.Spec.User, b.j.Spec.Weight = user, weight
+	return b
+}
 func (b *jobB) Running(model string) *jobB {
 	b.j.Gated, b.j.Model, b.j.RunningModel, b.j.Allocs = false, model, model, []string{"alloc-" + b.j.Name}
 	return b
@@ -326,7 +330,7 @@ func TestNoFitReasons(t *testing.T) {
 			newJob("ok").TP(a100, 1).TP("H100", 2).Obj(),
 		},
 	}
-	pr := buildProblem(0, snap, nil, nil, allocator.DefaultConfig())
+	pr := buildProblem(0, snap, nil, nil, allocator.DefaultConfig(), false)
 	want := map[string]string{
 		"default/unknown": `fft.throughput = "H100=3" names no GPU model of the cluster; the cluster has NVIDIA A100-SXM4-40GB (2 GPUs)`,
 		"default/big":     `device "nvidia/gpu" count = 8: more GPUs than any model named in fft.throughput has; the cluster has NVIDIA A100-SXM4-40GB (2 GPUs)`,
@@ -351,7 +355,7 @@ func TestFinishedAndFailedLeaveTheLedger(t *testing.T) {
 		"default/done":   {JobState: fairness.JobState{Work: 10, Tau: 5, Rho: 1}, Status: StatusRunning},
 		"default/failed": {JobState: fairness.JobState{Work: 10, Tau: 5, Rho: 2}, Status: StatusRunning},
 	}
-	pr := buildProblem(3, &Snapshot{Models: []allocator.Model{{Name: a100, GPUs: 1}}, Jobs: []Job{done, failed}}, prev, nil, allocator.DefaultConfig())
+	pr := buildProblem(3, &Snapshot{Models: []allocator.Model{{Name: a100, GPUs: 1}}, Jobs: []Job{done, failed}}, prev, nil, allocator.DefaultConfig(), false)
 	if pr.records["default/done"].Status != StatusFinished || pr.records["default/failed"].Status != StatusFailed {
 		t.Errorf("records %+v: want finished and failed", pr.records)
 	}
@@ -398,5 +402,59 @@ func TestReportedProgressReplacesTheEstimate(t *testing.T) {
 	}
 	if got := st.ledger.Jobs["default/a"].Done; got != 9 {
 		t.Errorf("progress after a negative report = %g, want 9 (the estimate)", got)
+	}
+}
+
+func TestTenantWeights(t *testing.T) {
+	// Two jobs share one A100 (1 unit per round, 12 units of work each):
+	// the paper gives each half of it (tau 24); with weights 2 and 1 they
+	// get 2/3 and 1/3 (tau 18 and 36).
+	for _, tc := range []struct {
+		name       string
+		weighted   bool
+		wantTau    map[string]float64
+		wantWeight map[string]float64
+	}{
+		{"paper: weights recorded as labels only", false,
+			map[string]float64{"default/a": 24, "default/b": 24}, map[string]float64{"default/a": 0, "default/b": 0}},
+		{"tenant weights", true,
+			map[string]float64{"default/a": 18, "default/b": 36}, map[string]float64{"default/a": 2, "default/b": 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := &fakeCluster{models: []allocator.Model{{Name: a100, GPUs: 1}}, jobs: map[string]*Job{}}
+			for _, j := range []Job{
+				newJob("a").TP(a100, 1).Tenant("alice", 2).Obj(),
+				newJob("b").TP(a100, 1).Tenant("bob", 1).Obj(),
+			} {
+				j.Spec.Work = 12
+				fc.jobs[j.ID] = ptr(j)
+			}
+			st := &memStore{}
+			s := New(fc, fc, st, WithTenantWeights(tc.weighted))
+			rec, err := s.RunRound(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotTau, gotWeight, gotAudit := map[string]float64{}, map[string]float64{}, map[string]string{}
+			for id, r := range s.Status().Jobs {
+				gotTau[id], gotWeight[id] = r.Tau, r.Weight
+			}
+			for _, ja := range rec.Jobs {
+				gotAudit[ja.ID] = fmt.Sprintf("%s %g", ja.User, ja.Weight)
+			}
+			if !reflect.DeepEqual(gotTau, tc.wantTau) || !reflect.DeepEqual(gotWeight, tc.wantWeight) {
+				t.Errorf("tau %v weights %v, want %v %v", gotTau, gotWeight, tc.wantTau, tc.wantWeight)
+			}
+			wantAudit := map[string]string{
+				"default/a": fmt.Sprintf("alice %g", tc.wantWeight["default/a"]),
+				"default/b": "bob 0",
+			}
+			if !reflect.DeepEqual(gotAudit, wantAudit) || rec.TenantWeights != tc.weighted {
+				t.Errorf("audit user/weight %v tenant_weights %v, want %v %v", gotAudit, rec.TenantWeights, wantAudit, tc.weighted)
+			}
+			if u := st.ledger.Jobs["default/b"].User; u != "bob" {
+				t.Errorf("stored record of b has user %q, want bob", u)
+			}
+		})
 	}
 }

@@ -32,6 +32,8 @@ type options struct {
 	log    hclog.Logger
 	now    func() time.Time
 	onDone func(*RoundRecord, error)
+	// weighted: fairness shares follow fft.weight (WithTenantWeights).
+	weighted bool
 }
 
 // Option configures a Service.
@@ -50,6 +52,11 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // WithRoundHook calls f after every round with its record (nil if the round
 // failed before recording) and error; metrics use it.
 func WithRoundHook(f func(*RoundRecord, error)) Option { return func(o *options) { o.onDone = f } }
+
+// WithTenantWeights makes each job's fairness reference its fft.weight
+// share w_j / sum_k w_k of every model instead of the paper's 1/|A(t)|
+// (default: off, the paper; with every weight 1 both are the same).
+func WithTenantWeights(on bool) Option { return func(o *options) { o.weighted = on } }
 
 // New returns a Service over the three adapters.
 func New(obs Observer, app Applier, store Store, opts ...Option) *Service {
@@ -197,7 +204,7 @@ func (s *Service) round(ctx context.Context) (*RoundRecord, error) {
 	// 2. Build the problem: reconcile the ledger with the jobs present.
 	var pr *problem
 	_ = timed(2, "build", func() error {
-		pr = buildProblem(t, snap, prev.Jobs, progress, s.opts.cfg)
+		pr = buildProblem(t, snap, prev.Jobs, progress, s.opts.cfg, s.opts.weighted)
 		return nil
 	})
 	for id, why := range pr.noFit {
@@ -301,12 +308,13 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 		}
 		next.Jobs[jd.ID] = r
 		rec.Jobs = append(rec.Jobs, JobAudit{
-			ID: jd.ID, Model: jd.Model, Reason: string(jd.Reason), Action: plan.ActionOf(jd.ID),
+			ID: jd.ID, User: r.User, Weight: r.Weight, Model: jd.Model, Reason: string(jd.Reason), Action: plan.ActionOf(jd.ID),
 			RhoBefore: before[jd.ID], RhoAfter: fs.Rho(jd.ID), Chosen: jd.Chosen, Options: jd.Options,
 		})
 	}
 	for id, why := range pr.noFit {
-		rec.Jobs = append(rec.Jobs, JobAudit{ID: id, Reason: why, Action: plan.ActionOf(id)})
+		rec.Jobs = append(rec.Jobs, JobAudit{ID: id, User: next.Jobs[id].User, Reason: why, Action: plan.ActionOf(id)})
 	}
+	rec.TenantWeights = pr.weighted
 	sort.Slice(rec.Jobs, func(a, b int) bool { return rec.Jobs[a].ID < rec.Jobs[b].ID })
 }

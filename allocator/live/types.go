@@ -78,7 +78,11 @@ type ApplyResult struct {
 // JobRecord is the persistent per-job state: the fairness ledger entry plus
 // what the allocator tracks across rounds.
 type JobRecord struct {
+	// JobState's weight is the w_j of the job's fairness share, present
+	// only when the allocator counts fft.weight and it is not 1.
 	fairness.JobState
+	// User is the job's fft.user: a label, fairness is per job.
+	User string `json:"user,omitempty"`
 	// Done is the progress in work units: the job's last report plus the
 	// rounds run since then times the declared throughput (the estimate
 	// alone when the job never reports).
@@ -109,7 +113,11 @@ type Ledger struct {
 
 // JobAudit is one job's line in a round record.
 type JobAudit struct {
-	ID        string            `json:"id"`
+	ID string `json:"id"`
+	// User is the job's fft.user; Weight the w_j of its fairness share
+	// (absent: 1).
+	User      string            `json:"user,omitempty"`
+	Weight    float64           `json:"weight,omitempty"`
 	Model     string            `json:"model,omitempty"`
 	Reason    string            `json:"reason,omitempty"`
 	Action    Action            `json:"action"`
@@ -130,14 +138,17 @@ type RoundRecord struct {
 	Assignment   map[string]string `json:"assignment"`
 	Jobs         []JobAudit        `json:"jobs"`
 	Invalid      []Invalid         `json:"invalid,omitempty"`
-	Objective    float64           `json:"objective"`
-	Bound        float64           `json:"bound"`
-	Gap          float64           `json:"gap"`
-	Status       string            `json:"status"`
-	SolveSeconds float64           `json:"solve_seconds"`
-	Plan         string            `json:"plan"`
-	Apply        ApplyResult       `json:"apply"`
-	ObserveCalls int               `json:"observe_calls"`
+	// TenantWeights is true when the round's fairness shares followed
+	// fft.weight (w_j / sum w_k) rather than the paper's 1/|A(t)|.
+	TenantWeights bool        `json:"tenant_weights,omitempty"`
+	Objective     float64     `json:"objective"`
+	Bound         float64     `json:"bound"`
+	Gap           float64     `json:"gap"`
+	Status        string      `json:"status"`
+	SolveSeconds  float64     `json:"solve_seconds"`
+	Plan          string      `json:"plan"`
+	Apply         ApplyResult `json:"apply"`
+	ObserveCalls  int         `json:"observe_calls"`
 	// Phases holds each phase's duration in seconds.
 	Phases map[string]float64 `json:"phases"`
 }
