@@ -171,6 +171,14 @@ type ProgressReader interface {
 	Progress(ctx context.Context) (map[string]float64, error)
 }
 
+// ProgressReporter is an optional Store interface (found by type
+// assertion): it stores the work units a job reports done, by job ID
+// ("namespace/job"), where ProgressReader reads them back. The HTTP API's
+// progress endpoint writes through it.
+type ProgressReporter interface {
+	ReportProgress(ctx context.Context, id string, done float64) error
+}
+
 // ErrConflict means a check-and-set write found newer data than expected.
 var ErrConflict = errors.New("live: check-and-set conflict")
 

@@ -17,8 +17,9 @@ import (
 )
 
 var (
-	_ live.Store          = (*Store)(nil)
-	_ live.ProgressReader = (*Store)(nil)
+	_ live.Store            = (*Store)(nil)
+	_ live.ProgressReader   = (*Store)(nil)
+	_ live.ProgressReporter = (*Store)(nil)
 )
 
 // Layout is the version of the key layout below the prefix. A reader that

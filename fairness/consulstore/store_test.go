@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,13 +166,13 @@ func TestStoreAgainstConsul(t *testing.T) {
 	}
 	delete(next2.Jobs, "default/job-000")
 	r := next2.Jobs["default/job-001"]
-	r.Rho, r.Status = 0.25, live.StatusRunning
+	r.Rho, r.Status, r.User, r.Weight = 0.25, live.StatusRunning, "alice", 2
 	next2.Jobs["default/job-001"] = r
 	if err := s.Record(ctx, cur, next2, &live.RoundRecord{Round: 1}); err != nil {
 		t.Fatalf("Record round 1: %v", err)
 	}
 	got, _ = s.Load(ctx)
-	if _, ok := got.Jobs["default/job-000"]; ok || got.Jobs["default/job-001"].Rho != 0.25 || got.Round != 2 {
+	if _, ok := got.Jobs["default/job-000"]; ok || !reflect.DeepEqual(got.Jobs["default/job-001"], r) || got.Round != 2 {
 		t.Errorf("after round 1: job-000 kept %v, job-001 %+v, round %d", ok, got.Jobs["default/job-001"], got.Round)
 	}
 	if _, err := s.ReadRound(ctx, 9); !errors.Is(err, ErrNoRound) {
@@ -203,6 +205,19 @@ func TestStoreAgainstConsul(t *testing.T) {
 		if err := s.ReportProgress(ctx, bad.id, bad.done); err == nil {
 			t.Errorf("ReportProgress(%q, %g) accepted", bad.id, bad.done)
 		}
+	}
+	// The allocator's progress endpoint writes the same key, through a
+	// service that does not lead (a standby).
+	srv := httptest.NewServer(live.Handler(live.New(nil, nil, s)))
+	defer srv.Close()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL+"/v1/progress/team/job-y", strings.NewReader(`{"done": 3.5}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if prog, _ := s.Progress(ctx); resp.StatusCode != http.StatusOK || prog["team/job-y"] != 3.5 {
+		t.Errorf("PUT /v1/progress/team/job-y: status %d, then Progress = %v; want 200 and 3.5", resp.StatusCode, prog)
 	}
 
 	// Keys live under the versioned prefix.
