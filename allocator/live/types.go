@@ -113,11 +113,7 @@ type Ledger struct {
 
 // JobAudit is one job's line in a round record.
 type JobAudit struct {
-	ID string `json:"id"`
-	// User is the job's fft.user; Weight the w_j of its fairness share
-	// (absent: 1).
-	User      string            `json:"user,omitempty"`
-	Weight    float64           `json:"weight,omitempty"`
+	ID        string            `json:"id"`
 	Model     string            `json:"model,omitempty"`
 	Reason    string            `json:"reason,omitempty"`
 	Action    Action            `json:"action"`
@@ -125,6 +121,10 @@ type JobAudit struct {
 	RhoAfter  float64           `json:"rho_after"`
 	Chosen    allocator.Terms   `json:"chosen"`
 	Options   []allocator.Terms `json:"options,omitempty"`
+	// User is the job's fft.user; Weight the w_j of its fairness share
+	// (absent: 1).
+	User   string  `json:"user,omitempty"`
+	Weight float64 `json:"weight,omitempty"`
 }
 
 // RoundRecord is one entry of the audit log.
@@ -138,19 +138,19 @@ type RoundRecord struct {
 	Assignment   map[string]string `json:"assignment"`
 	Jobs         []JobAudit        `json:"jobs"`
 	Invalid      []Invalid         `json:"invalid,omitempty"`
-	// TenantWeights is true when the round's fairness shares followed
-	// fft.weight (w_j / sum w_k) rather than the paper's 1/|A(t)|.
-	TenantWeights bool        `json:"tenant_weights,omitempty"`
-	Objective     float64     `json:"objective"`
-	Bound         float64     `json:"bound"`
-	Gap           float64     `json:"gap"`
-	Status        string      `json:"status"`
-	SolveSeconds  float64     `json:"solve_seconds"`
-	Plan          string      `json:"plan"`
-	Apply         ApplyResult `json:"apply"`
-	ObserveCalls  int         `json:"observe_calls"`
+	Objective    float64           `json:"objective"`
+	Bound        float64           `json:"bound"`
+	Gap          float64           `json:"gap"`
+	Status       string            `json:"status"`
+	SolveSeconds float64           `json:"solve_seconds"`
+	Plan         string            `json:"plan"`
+	Apply        ApplyResult       `json:"apply"`
+	ObserveCalls int               `json:"observe_calls"`
 	// Phases holds each phase's duration in seconds.
 	Phases map[string]float64 `json:"phases"`
+	// TenantWeights is true when the round's fairness shares followed
+	// fft.weight (w_j / sum w_k) rather than the paper's 1/|A(t)|.
+	TenantWeights bool `json:"tenant_weights,omitempty"`
 }
 
 // Store keeps the ledger and the audit log (Consul KV, for the live service).
