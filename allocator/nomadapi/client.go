@@ -44,6 +44,9 @@ type Client struct {
 	// poolWarning is the last warning logged about the GPU pool, so that a
 	// lasting condition is logged once.
 	poolWarning string
+	// observed are the managed jobs the last Observe saw (nil before the
+	// first): the watcher's baseline when it starts after an observation.
+	observed map[string]bool
 }
 
 // New returns a Client over a Nomad API client, with no GPU node pool.
@@ -87,6 +90,7 @@ func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
 	present := map[string]bool{}
 	dead := map[string]bool{}
 	var managed []*api.Job
+	c.observed = map[string]bool{}
 	for _, s := range stubs {
 		if s.Stop || s.Type == "system" || s.Type == "sysbatch" {
 			continue
@@ -104,6 +108,7 @@ func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
 			c.jobs[key] = job
 		}
 		if jobmeta.Managed(job.Meta) {
+			c.observed[key] = true
 			managed = append(managed, job)
 		}
 	}

@@ -3,6 +3,7 @@ package nomadapi
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -32,8 +33,9 @@ const (
 // jobs that appear (arrival, or unheld when the job is neither gated nor
 // outside the GPU pool; one job read each) or disappear (finish: a stop or
 // purge frees its GPUs), and the allocation list for allocations of managed
-// jobs that end on their own (finish). The first answer of each list is the
-// baseline. A failed query is retried with backoff; its calls count in the
+// jobs that end on their own (finish). The first job list is compared with
+// the last Observe (the baseline when there was none); the first allocation
+// list is the baseline. A failed query is retried with backoff; its calls count in the
 // next Observe's WatchCalls.
 func (c *Client) Watch(ctx context.Context, out chan<- live.Trigger) error {
 	w := &watcher{c: c, out: out}
@@ -120,6 +122,13 @@ func (w *watcher) jobs(ctx context.Context, index uint64) (uint64, error) {
 	prev := w.managed
 	w.managed = cur
 	w.mu.Unlock()
+	if prev == nil {
+		// The first list: what a round already observed is no news, so a
+		// job that arrived between that round and this list still counts.
+		w.c.mu.Lock()
+		prev = maps.Clone(w.c.observed)
+		w.c.mu.Unlock()
+	}
 	if prev == nil {
 		return meta.LastIndex, nil
 	}

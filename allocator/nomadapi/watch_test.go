@@ -184,3 +184,28 @@ func TestWatch(t *testing.T) {
 		t.Errorf("watcher calls were not reset: %d, then %d", snap.WatchCalls, again.WatchCalls)
 	}
 }
+
+// A job that arrives after a round observed the cluster but before the watcher's first list
+// is still an arrival: the first list is compared with that observation.
+func TestWatchStartsFromTheLastObservation(t *testing.T) {
+	f, c := newFake(t)
+	c.watchEvery = 5 * time.Millisecond
+	if _, err := c.Observe(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.jobs["late"] = nomadJob("late", map[string]string{"fft.work": "10", "fft.throughput": "A100=2"}, true)
+	f.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan live.Trigger, 16)
+	go func() { _ = c.Watch(ctx, out) }()
+	select {
+	case tr := <-out:
+		if want := (live.Trigger{Kind: live.TriggerArrival, Job: "default/late"}); tr != want {
+			t.Errorf("first trigger %v, want %v", tr, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no trigger for the job that arrived before the watcher started")
+	}
+}
