@@ -92,7 +92,7 @@ func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
 	var managed []*api.Job
 	c.observed = map[string]bool{}
 	for _, s := range stubs {
-		if s.Stop || s.Type == "system" || s.Type == "sysbatch" {
+		if !candidate(s) {
 			continue
 		}
 		key := jobKey(s.Namespace, s.ID)
@@ -152,6 +152,12 @@ func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
 	sort.Slice(snap.Jobs, func(a, b int) bool { return snap.Jobs[a].ID < snap.Jobs[b].ID })
 	sort.Slice(snap.Invalid, func(a, b int) bool { return snap.Invalid[a].ID < snap.Invalid[b].ID })
 	return snap, nil
+}
+
+// candidate reports whether a listed job may be one the allocator manages:
+// not stopped, and not a system or sysbatch job (those run on every node).
+func candidate(s *api.JobListStub) bool {
+	return !s.Stop && s.Type != "system" && s.Type != "sysbatch"
 }
 
 // observeAllocs fills the job's live allocations, the model they hold and

@@ -35,8 +35,8 @@ const (
 // purge frees its GPUs), and the allocation list for allocations of managed
 // jobs that end on their own (finish). The first job list is compared with
 // the last Observe (the baseline when there was none); the first allocation
-// list is the baseline. A failed query is retried with backoff; its calls count in the
-// next Observe's WatchCalls.
+// list is the baseline. A failed query is retried with backoff. Every call
+// counts in the next Observe's WatchCalls.
 func (c *Client) Watch(ctx context.Context, out chan<- live.Trigger) error {
 	w := &watcher{c: c, out: out}
 	var wg sync.WaitGroup
@@ -175,15 +175,14 @@ func (w *watcher) allocs(ctx context.Context, index uint64) (uint64, error) {
 	return meta.LastIndex, nil
 }
 
-// managedStubs returns the keys of the jobs in the list that opt in with
-// fft. meta, skipping stopped jobs and system jobs (as Observe does).
+// managedStubs returns the keys of the candidate jobs in the list that opt
+// in with fft. meta (the list carries meta when asked with meta=true).
 func managedStubs(stubs []*api.JobListStub) map[string]bool {
 	out := map[string]bool{}
 	for _, s := range stubs {
-		if s.Stop || s.Type == "system" || s.Type == "sysbatch" || !jobmeta.Managed(s.Meta) {
-			continue
+		if candidate(s) && jobmeta.Managed(s.Meta) {
+			out[jobKey(s.Namespace, s.ID)] = true
 		}
-		out[jobKey(s.Namespace, s.ID)] = true
 	}
 	return out
 }
