@@ -162,7 +162,8 @@ func writeMetrics(w http.ResponseWriter, st Status) {
 	num := func(v float64) string { return fmt.Sprintf(" %g", v) }
 	metric("fft_rounds_total", "counter", "Rounds run since start.", num(float64(st.Rounds)))
 	metric("fft_round_failures_total", "counter", "Rounds that failed.", num(float64(st.Failures)))
-	metric("fft_api_calls_total", "counter", "Nomad API calls made by recorded rounds.", num(float64(st.APICalls)))
+	metric("fft_early_rounds_total", "counter", "Recorded rounds run before the schedule because a job arrived or finished.", num(float64(st.EarlyRounds)))
+	metric("fft_api_calls_total", "counter", "Nomad API calls made by recorded rounds and by the watcher between them.", num(float64(st.APICalls)))
 	metric("fft_apply_conflicts_total", "counter", "Check-and-set job writes lost to concurrent updates.", num(float64(st.Conflicts)))
 	metric("fft_apply_errors_total", "counter", "Failed job writes other than conflicts.", num(float64(st.ApplyErrors)))
 	if last := st.Last; last != nil {

@@ -40,8 +40,12 @@ func (b *jobB) Running(model string) *jobB {
 	return b
 }
 func (b *jobB) Ungated(model string) *jobB { b.j.Gated, b.j.Model = false, model; return b }
-func (b *jobB) Finished() *jobB            { b.j.Finished = true; return b }
-func (b *jobB) Obj() Job                   { return b.j }
+
+// OffPool holds the job by its node pool instead of the gate, as a plain
+// `nomad job run` in the default pool leaves it.
+func (b *jobB) OffPool() *jobB  { b.j.Gated, b.j.OffPool = false, true; return b }
+func (b *jobB) Finished() *jobB { b.j.Finished = true; return b }
+func (b *jobB) Obj() Job        { return b.j }
 
 func TestDiff(t *testing.T) {
 	jobs := []Job{
@@ -54,10 +58,15 @@ func TestDiff(t *testing.T) {
 		newJob("ungated-other").Ungated(v100).Obj(),
 		newJob("ungated-unselected").Ungated(a100).Obj(),
 		newJob("done").Running(a100).Finished().Obj(),
+		newJob("pool-waiting").TP(a100, 1).OffPool().Obj(),
+		newJob("pool-selected").TP(a100, 1).OffPool().Obj(),
+		newJob("pool-steered").OffPool().Ungated(a100).Obj(),
+		newJob("in-pool-unselected").TP(a100, 1).Ungated("").Obj(),
 	}
 	assign := map[string]string{
 		"default/held-selected": a100, "default/running-kept": a100, "default/running-moved": a100,
 		"default/placing-same": a100, "default/ungated-other": a100, "default/done": a100,
+		"default/pool-selected": a100, "default/pool-steered": a100,
 	}
 	p := Diff(jobs, assign)
 	ids := func(cs []Change) []string {
@@ -68,16 +77,20 @@ func TestDiff(t *testing.T) {
 		return out
 	}
 	got := map[string][]string{"start": ids(p.Start), "migrate": ids(p.Migrate), "park": ids(p.Park), "keep": ids(p.Keep)}
+	// A job held by its pool alone is kept without a write while it waits, and started (moved
+	// into the pool) when selected, even if its device block already names the model. A job
+	// in the pool without the gate can be placed by Nomad at any time: a round that leaves it
+	// out gates it at once.
 	want := map[string][]string{
-		"start":   {"held-selected:" + a100, "ungated-other:" + a100},
+		"start":   {"held-selected:" + a100, "pool-selected:" + a100, "pool-steered:" + a100, "ungated-other:" + a100},
 		"migrate": {"running-moved:" + a100},
-		"park":    {"running-parked:", "ungated-unselected:"},
-		"keep":    {"held-waiting:", "placing-same:" + a100, "running-kept:" + a100},
+		"park":    {"in-pool-unselected:", "running-parked:", "ungated-unselected:"},
+		"keep":    {"held-waiting:", "placing-same:" + a100, "pool-waiting:", "running-kept:" + a100},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Diff:\n got  %v\n want %v", got, want)
 	}
-	if s := p.GoString(); s != "(start 2) (migrate 1) (park 2) (keep 3)" {
+	if s := p.GoString(); s != "(start 4) (migrate 1) (park 3) (keep 4)" {
 		t.Errorf("GoString = %q", s)
 	}
 	// Applying the decision to a cluster that already matches it is a no-op.

@@ -25,6 +25,10 @@ type fileConfig struct {
 	ID        *string      `hcl:"id,optional"`
 	LeaderTTL *string      `hcl:"leader_ttl,optional"`
 	Engine    *engineBlock `hcl:"engine,block"`
+
+	// -min-round-gap and -node-pool.
+	MinRoundGap *string `hcl:"min_round_gap,optional"`
+	NodePool    *string `hcl:"node_pool,optional"`
 }
 
 // connBlock is how to reach Nomad (the nomad block) or Consul (the consul
@@ -116,6 +120,7 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 		str("consul-prefix", &f.prefix, fc.Consul.Prefix)
 	}
 	str("http-addr", &f.httpAddr, fc.HTTPAddr)
+	str("node-pool", &f.nodePool, fc.NodePool)
 	str("log-level", &f.logLevel, fc.LogLevel)
 	str("id", &f.id, fc.ID)
 	if fc.LogJSON != nil && !set["log-json"] {
@@ -125,6 +130,9 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 		return eng, err
 	}
 	if err := dur("leader-ttl", "leader_ttl", &f.leaderTTL, fc.LeaderTTL); err != nil {
+		return eng, err
+	}
+	if err := dur("min-round-gap", "min_round_gap", &f.minRoundGap, fc.MinRoundGap); err != nil {
 		return eng, err
 	}
 	if e := fc.Engine; e != nil {

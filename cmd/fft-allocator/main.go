@@ -47,6 +47,8 @@ type flags struct {
 	nomad, consul connect.Settings
 	prefix        string
 	round         time.Duration
+	minRoundGap   time.Duration
+	nodePool      string
 	httpAddr      string
 	logLevel      string
 	logJSON       bool
@@ -74,6 +76,8 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	f.consul.Flags(fs, "consul-", "Consul", connect.ConsulEnv)
 	fs.StringVar(&f.prefix, "consul-prefix", consulstore.DefaultPrefix, "Consul KV prefix of the ledger and audit log, layout version included.")
 	fs.DurationVar(&f.round, "round", 300*time.Second, "Round length R.")
+	fs.DurationVar(&f.minRoundGap, "min-round-gap", 5*time.Second, "Least time between the starts of two rounds when a job's arrival or finish brings a round forward (a burst is one round); 0 turns early rounds off.")
+	fs.StringVar(&f.nodePool, "node-pool", "gpu", `Nomad node pool of the GPU clients: capacity counts its nodes only, and a managed job outside it is held until a round moves it in. "" counts every node and holds jobs with the gate constraint alone.`)
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:4650", "Address of the HTTP API (/v1/health, /v1/status, /v1/metrics, /v1/progress); empty disables it.")
 	fs.StringVar(&f.logLevel, "log-level", "info", "Log level: trace, debug, info, warn or error.")
 	fs.BoolVar(&f.logJSON, "log-json", false, "Write logs as JSON.")
@@ -103,6 +107,12 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	}
 	if f.round < time.Second {
 		return nil, fmt.Errorf("-round=%s: want at least 1s", f.round)
+	}
+	if f.minRoundGap < 0 {
+		return nil, fmt.Errorf("-min-round-gap=%s: want 0 (no early rounds) or more", f.minRoundGap)
+	}
+	if f.nodePool == "all" {
+		return nil, fmt.Errorf(`-node-pool=%q: Nomad's pool of every node holds no job back; name the GPU clients' pool, or "" for none`, f.nodePool)
 	}
 	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
 		return nil, fmt.Errorf("-log-level=%q: want trace, debug, info, warn or error", f.logLevel)
@@ -137,9 +147,10 @@ func run(args []string, stderr io.Writer) int {
 
 	cfg := f.engine
 	cfg.RoundSeconds = f.round.Seconds()
-	na := nomadapi.New(nc, log.Named("nomad"))
+	na := nomadapi.New(nc, log.Named("nomad")).WithNodePool(f.nodePool)
 	store := consulstore.New(cc, f.prefix).WithLog(log.Named("leader").Info)
-	svc := live.New(na, na, store, live.WithConfig(cfg), live.WithLogger(log), live.WithTenantWeights(f.tenantWeights))
+	svc := live.New(na, na, store, live.WithConfig(cfg), live.WithLogger(log), live.WithTenantWeights(f.tenantWeights),
+		live.WithEarlyRounds(f.minRoundGap))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -155,7 +166,7 @@ func run(args []string, stderr io.Writer) int {
 		log.Info("HTTP API listening", "address", ln.Addr().String())
 	}
 	log.Info("starting", "id", f.id, "nomad", nc.Address(), "consul", ccfg.Scheme+"://"+ccfg.Address, "prefix", f.prefix,
-		"round", f.round, "tenant_weights", f.tenantWeights)
+		"round", f.round, "tenant_weights", f.tenantWeights, "min_round_gap", f.minRoundGap, "node_pool", f.nodePool)
 	if f.once {
 		if _, err := svc.RunRound(ctx); err != nil {
 			return 1

@@ -15,8 +15,14 @@ import (
 func TestParse(t *testing.T) {
 	var out bytes.Buffer
 	f, err := parse([]string{"-round", "5s", "-nomad-addr", "http://127.0.0.1:1", "-http-addr", ""}, &out)
-	if err != nil || f.round != 5*time.Second || f.nomad.Address != "http://127.0.0.1:1" || f.httpAddr != "" || f.prefix != "nomad-fft/v1" {
+	if err != nil || f.round != 5*time.Second || f.nomad.Address != "http://127.0.0.1:1" || f.httpAddr != "" || f.prefix != "nomad-fft/v1" ||
+		f.nodePool != "gpu" || f.minRoundGap != 5*time.Second {
 		t.Fatalf("parse = %+v, %v", f, err)
+	}
+	// No pool (every node, the gate alone) and no early rounds are allowed.
+	f, err = parse([]string{"-node-pool", "", "-min-round-gap", "0"}, &out)
+	if err != nil || f.nodePool != "" || f.minRoundGap != 0 {
+		t.Fatalf("parse of -node-pool \"\" -min-round-gap 0 = %+v, %v", f, err)
 	}
 	for _, tc := range []struct {
 		args []string
@@ -25,6 +31,8 @@ func TestParse(t *testing.T) {
 		{[]string{"-round", "10ms"}, "-round=10ms: want at least 1s"},
 		{[]string{"-leader-ttl", "2s"}, "-leader-ttl=2s: want at least 10s"},
 		{[]string{"-log-level", "loud"}, `-log-level="loud"`},
+		{[]string{"-min-round-gap", "-1s"}, "-min-round-gap=-1s: want 0 (no early rounds) or more"},
+		{[]string{"-node-pool", "all"}, `-node-pool="all": Nomad's pool of every node holds no job back`},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"-nope"}, "flag provided but not defined"},
 	} {
@@ -55,9 +63,11 @@ consul {
   address = "consul.example:8500"
   prefix  = "team/fft/v1"
 }
-round      = "60s"
-leader_ttl = "20s"
-http_addr  = ""
+round         = "60s"
+leader_ttl    = "20s"
+http_addr     = ""
+min_round_gap = "2s"
+node_pool     = "accelerators"
 engine {
   weights {
     fairness = 2
@@ -73,7 +83,8 @@ engine {
 		t.Fatalf("parse: %v", err)
 	}
 	if f.nomad.Address != "http://nomad.example:4646" || f.nomad.Token != "from-flag" || f.consul.Address != "consul.example:8500" ||
-		f.prefix != "team/fft/v1" || f.round != time.Minute || f.leaderTTL != 20*time.Second || f.httpAddr != "" {
+		f.prefix != "team/fft/v1" || f.round != time.Minute || f.leaderTTL != 20*time.Second || f.httpAddr != "" ||
+		f.minRoundGap != 2*time.Second || f.nodePool != "accelerators" {
 		t.Errorf("settings from the file (flag wins for the token): %+v", f)
 	}
 	e := f.engine
@@ -82,6 +93,7 @@ engine {
 	}
 	for _, tc := range []struct{ body, want string }{
 		{`round = "soon"`, `round = "soon": expected a duration`},
+		{`min_round_gap = "often"`, `min_round_gap = "often": expected a duration`},
 		{"engine {\n volume_term = \"most\"\n}", `engine volume_term = "most"`},
 		{"engine {\n transfer_gbps = 0\n}", "engine transfer_gbps = 0: expected a finite number > 0"},
 		{"engine {\n weights {\n jct = -1\n }\n}", "engine weights.jct = -1"},
