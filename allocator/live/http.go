@@ -166,6 +166,11 @@ func writeMetrics(w http.ResponseWriter, st Status) {
 	metric("fft_api_calls_total", "counter", "Nomad API calls made by recorded rounds and by the watcher between them.", num(float64(st.APICalls)))
 	metric("fft_apply_conflicts_total", "counter", "Check-and-set job writes lost to concurrent updates.", num(float64(st.Conflicts)))
 	metric("fft_apply_errors_total", "counter", "Failed job writes other than conflicts.", num(float64(st.ApplyErrors)))
+	var applied []string
+	for _, a := range []Action{ActionStart, ActionMigrate, ActionPark} {
+		applied = append(applied, fmt.Sprintf("{action=%q} %d", a, st.Applied[a]))
+	}
+	metric("fft_applied_changes_total", "counter", "Changes applied to jobs, by action.", applied...)
 	if last := st.Last; last != nil {
 		total := 0.0
 		for _, d := range last.Phases {

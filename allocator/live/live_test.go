@@ -152,6 +152,10 @@ func (f *fakeCluster) Apply(_ context.Context, p *Plan) ApplyResult {
 		case ActionPark:
 			j.Gated, j.RunningModel, j.Allocs = true, "", nil
 		}
+		if r.Applied == nil {
+			r.Applied = map[Action]int{}
+		}
+		r.Applied[c.Action]++
 	}
 	return r
 }
@@ -325,7 +329,8 @@ func TestHandler(t *testing.T) {
 		t.Errorf("status: %d %s", code, body)
 	}
 	code, body := get("/v1/metrics")
-	for _, want := range []string{"fft_rounds_total 1", `fft_jobs{state="running"} 1`, `fft_rho{job="default/a"}`, "fft_solve_seconds"} {
+	for _, want := range []string{"fft_rounds_total 1", `fft_jobs{state="running"} 1`, `fft_rho{job="default/a"}`, "fft_solve_seconds",
+		`fft_applied_changes_total{action="start"} 1`, `fft_applied_changes_total{action="park"} 0`} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
 		}

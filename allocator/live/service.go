@@ -86,6 +86,8 @@ type Status struct {
 	APICalls    int `json:"api_calls"`
 	Conflicts   int `json:"conflicts"`
 	ApplyErrors int `json:"apply_errors"`
+	// Applied counts the changes applied, by action.
+	Applied map[Action]int `json:"applied"`
 	// Leading is true while this replica holds the leader lock and runs rounds.
 	Leading bool `json:"leading"`
 	// NextRound is the round the ledger will run next (-1 before loading).
@@ -102,6 +104,7 @@ func (s *Service) Status() Status {
 	defer s.mu.Unlock()
 	st := s.status
 	st.Jobs = maps.Clone(st.Jobs)
+	st.Applied = maps.Clone(st.Applied)
 	return st
 }
 
@@ -192,6 +195,12 @@ func (s *Service) runRound(ctx context.Context, kind TriggerKind, jobs []string)
 			s.status.APICalls += rec.ObserveCalls + rec.Apply.Calls + rec.WatchCalls
 			s.status.Conflicts += len(rec.Apply.Conflicts)
 			s.status.ApplyErrors += len(rec.Apply.Errors)
+			for a, n := range rec.Apply.Applied {
+				if s.status.Applied == nil {
+					s.status.Applied = map[Action]int{}
+				}
+				s.status.Applied[a] += n
+			}
 			if early(rec.Trigger) {
 				s.status.EarlyRounds++
 			}

@@ -84,6 +84,8 @@ type ApplyResult struct {
 	Conflicts []string `json:"conflicts,omitempty"`
 	// Errors are other failures, one line each, naming the job.
 	Errors []string `json:"errors,omitempty"`
+	// Applied counts the changes now in place, by action.
+	Applied map[Action]int `json:"applied,omitempty"`
 }
 
 // JobRecord is the persistent per-job state: the fairness ledger entry plus

@@ -309,7 +309,12 @@ func (c *Client) Apply(ctx context.Context, p *live.Plan) live.ApplyResult {
 			} else {
 				res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %v", ch.Action, ch.Job.ID, err))
 			}
+			continue
 		}
+		if res.Applied == nil {
+			res.Applied = map[live.Action]int{}
+		}
+		res.Applied[ch.Action]++
 	}
 	return res
 }

@@ -154,7 +154,7 @@ func TestApply(t *testing.T) {
 	snap, _ := c.Observe(ctx)
 	p := live.Diff(snap.Jobs, map[string]string{"default/train": "A100"})
 	res := c.Apply(ctx, p)
-	if res.Calls != 1 || len(res.Errors) != 0 || len(res.Conflicts) != 0 || len(f.registers) != 1 {
+	if res.Calls != 1 || len(res.Errors) != 0 || len(res.Conflicts) != 0 || len(f.registers) != 1 || res.Applied[live.ActionStart] != 1 {
 		t.Fatalf("start: %+v, %d registers", res, len(f.registers))
 	}
 	reg := f.registers[0]
@@ -174,7 +174,7 @@ func TestApply(t *testing.T) {
 		t.Errorf("re-applying the same decision made %d calls, want 0", again.Calls)
 	}
 	res = c.Apply(ctx, live.Diff(snap.Jobs, nil))
-	if res.Calls != 2 || !reflect.DeepEqual(f.stopped, []string{"al1"}) || !Gated(f.jobs["train"]) {
+	if res.Calls != 2 || !reflect.DeepEqual(f.stopped, []string{"al1"}) || !Gated(f.jobs["train"]) || !reflect.DeepEqual(res.Applied, map[live.Action]int{live.ActionPark: 1}) {
 		t.Errorf("park: %+v, stopped %q, gated %v; want 2 calls, al1 stopped, gated", res, f.stopped, Gated(f.jobs["train"]))
 	}
 }
