@@ -2,10 +2,12 @@ package fairness
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func approx(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Max(1, math.Abs(b)) }
@@ -16,7 +18,7 @@ func TestFairRate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		gpus int
-		n    int
+		n    float64
 		want float64
 	}{
 		// Alone: the fastest model all the time.
@@ -43,6 +45,139 @@ func TestTauRejectsJobThatFitsNothing(t *testing.T) {
 	_, err := Tau(Job{ID: "big", GPUs: 32, Work: 1, Throughput: map[string]float64{"V100": 1}}, map[string]int{"V100": 4}, 1)
 	if err == nil {
 		t.Fatal("Tau accepted a job no model can hold")
+	}
+	// A rate so small that tau overflows is rejected too: JSON cannot
+	// store an infinite tau.
+	tiny := Job{ID: "slow", GPUs: 1, Work: 1e12, Throughput: map[string]float64{"V100": 1e-300}}
+	if tau, err := Tau(tiny, map[string]int{"V100": 1}, 1); err == nil {
+		t.Fatalf("Tau = %v, want an error for a reference that never finishes", tau)
+	}
+}
+
+// weighted builds one-GPU jobs arriving at round 0 with the given work,
+// throughput and weights.
+func weighted(work float64, tput map[string]float64, weights ...float64) []Job {
+	jobs := make([]Job, len(weights))
+	for k, w := range weights {
+		jobs[k] = Job{ID: string(rune('a' + k)), GPUs: 1, Work: work, Throughput: tput, Weight: w}
+	}
+	return jobs
+}
+
+func TestReconcileWeightedShares(t *testing.T) {
+	v100 := map[string]float64{"V100": 1}
+	for _, tc := range []struct {
+		name     string
+		capacity map[string]int
+		jobs     []Job
+		wantTau  map[string]float64
+		// wantWeight is the weight each job's record keeps (0 = 1).
+		wantWeight map[string]float64
+	}{
+		// The paper: two jobs share one V100 half and half.
+		{name: "no weights", capacity: map[string]int{"V100": 1}, jobs: weighted(12, v100, 0, 0),
+			wantTau: map[string]float64{"a": 24, "b": 24}},
+		{name: "all weights 1", capacity: map[string]int{"V100": 1}, jobs: weighted(12, v100, 1, 1),
+			wantTau: map[string]float64{"a": 24, "b": 24}},
+		{name: "equal weights 3", capacity: map[string]int{"V100": 1}, jobs: weighted(12, v100, 3, 3),
+			wantTau: map[string]float64{"a": 24, "b": 24}, wantWeight: map[string]float64{"a": 3, "b": 3}},
+		// Weight 2 against 1: shares 2/3 and 1/3 of the V100.
+		{name: "2 vs 1", capacity: map[string]int{"V100": 1}, jobs: weighted(12, v100, 2, 1),
+			wantTau: map[string]float64{"a": 18, "b": 36}, wantWeight: map[string]float64{"a": 2}},
+		// A negative weight is "unset": 1.
+		{name: "non-positive weight means 1", capacity: map[string]int{"V100": 1}, jobs: weighted(12, v100, -4, 1),
+			wantTau: map[string]float64{"a": 24, "b": 24}},
+		// Shares 3/4 and 1/4 of four V100s: each is at least one whole
+		// GPU, so both run all the time (g_i is capped at 1).
+		{name: "share capped at a whole GPU", capacity: map[string]int{"V100": 4}, jobs: weighted(12, v100, 3, 1),
+			wantTau: map[string]float64{"a": 12, "b": 12}, wantWeight: map[string]float64{"a": 3}},
+		// One V100 (4 units) and one K80 (1 unit). a's 3/4 share: V100
+		// 3/4 of the time, K80 the other 1/4: rate 3.25. b's 1/4 share:
+		// V100 1/4, K80 1/4, idle 1/2: rate 1.25.
+		{name: "fastest model first", capacity: map[string]int{"V100": 1, "K80": 1},
+			jobs: []Job{
+				{ID: "a", GPUs: 1, Work: 13, Throughput: map[string]float64{"V100": 4, "K80": 1}, Weight: 3},
+				{ID: "b", GPUs: 1, Work: 5, Throughput: map[string]float64{"V100": 4, "K80": 1}, Weight: 1},
+			},
+			wantTau: map[string]float64{"a": 4, "b": 4}, wantWeight: map[string]float64{"a": 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s State
+			if rej := s.Reconcile(tc.jobs, tc.capacity); len(rej) != 0 {
+				t.Fatalf("rejected %v", rej)
+			}
+			gotTau, gotWeight := map[string]float64{}, map[string]float64{}
+			for id, st := range s.Jobs {
+				gotTau[id] = st.Tau
+				if st.Weight != 0 {
+					gotWeight[id] = st.Weight
+				}
+			}
+			// Exact comparison: these shares are exact in binary.
+			if diff := cmp.Diff(tc.wantTau, gotTau); diff != "" {
+				t.Errorf("tau (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantWeight, gotWeight, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("recorded weights (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestWeightsOfOneAreThePaper checks, on a cluster where the shares are not
+// exact in binary, that weights of 1 give bit for bit the ledger of jobs
+// without weights, and that both equal the paper's 1/|A(t)| reference.
+func TestWeightsOfOneAreThePaper(t *testing.T) {
+	capacity := map[string]int{"V100": 3, "P100": 5, "K80": 7}
+	tput := map[string]float64{"V100": 3.3, "P100": 1.7, "K80": 0.9}
+	var jobs []Job
+	for k := range 7 {
+		jobs = append(jobs, Job{ID: fmt.Sprint("j", k), Arrival: k, GPUs: 1 + k%3, Work: 10 + float64(k), Throughput: tput})
+	}
+	var plain, ones State
+	plain.Reconcile(jobs, capacity)
+	for k := range jobs {
+		jobs[k].Weight = 1
+	}
+	ones.Reconcile(jobs, capacity)
+	if diff := cmp.Diff(plain, ones); diff != "" {
+		t.Fatalf("weights of 1 changed the ledger (-unweighted,+weights 1):\n%s", diff)
+	}
+	for _, j := range jobs {
+		// The paper's reference, written out: g_i = min(1, Y_i/(n d_j)).
+		want := float64(j.Arrival) + j.Work/fairRate(j, capacity, float64(len(jobs)))
+		if got := ones.Jobs[j.ID].Tau; got != want {
+			t.Errorf("tau(%s) = %v, want %v (1/|A(t)| share)", j.ID, got, want)
+		}
+	}
+}
+
+func TestReconcileRecomputesOnWeightChange(t *testing.T) {
+	capacity := map[string]int{"V100": 1}
+	jobs := weighted(12, map[string]float64{"V100": 1}, 1, 1)
+	var s State
+	s.Reconcile(jobs, capacity)
+	s.Advance(0, nil)
+	s.Advance(1, nil)
+	rho := s.Jobs["a"].Rho
+	if rho == 0 {
+		t.Fatal("rho did not grow while waiting")
+	}
+	for _, step := range []struct {
+		weight     float64
+		gpus       int
+		tauA, tauB float64
+	}{
+		{2, 1, 18, 36}, // a's weight rises: both taus move, rho stays
+		{2, 2, 18, 36}, // same set, same weights: tau is kept (capacity alone does not recompute)
+		{0, 2, 12, 12}, // back to unweighted: half of two V100s each, a whole GPU
+	} {
+		jobs[0].Weight = step.weight
+		capacity["V100"] = step.gpus
+		s.Reconcile(jobs, capacity)
+		if a, b := s.Jobs["a"], s.Jobs["b"]; a.Tau != step.tauA || b.Tau != step.tauB || a.Rho != rho {
+			t.Errorf("weight %v, %d GPUs: tau a=%v b=%v rho(a)=%v, want %v %v %v", step.weight, step.gpus, a.Tau, b.Tau, a.Rho, step.tauA, step.tauB, rho)
+		}
 	}
 }
 

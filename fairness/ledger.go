@@ -7,14 +7,37 @@ import (
 )
 
 // Job is what the ledger needs to know about one active job to compute its
-// equal-share reference: arrival round, work, gang size and throughput per
-// GPU model (work units per round with all its GPUs).
+// equal-share reference: arrival round, work, gang size, throughput per
+// GPU model (work units per round with all its GPUs) and fairness weight.
 type Job struct {
 	ID         string
 	Arrival    int
 	Work       float64
 	GPUs       int
 	Throughput map[string]float64
+	// Weight w_j scales the job's share of the reference: it gets
+	// w_j / sum_k w_k of every model instead of 1/|A(t)|. 0 (unset), like
+	// any value <= 0, means 1, so jobs without weights get the paper's
+	// equal share.
+	Weight float64
+}
+
+// weight is w_j, 1 unless Weight is positive.
+func (j Job) weight() float64 {
+	if j.Weight > 0 {
+		return j.Weight
+	}
+	return 1
+}
+
+// TotalWeight is sum_{k in A(t)} w_k over the active jobs: |A(t)| when no
+// job has a weight.
+func TotalWeight(active []Job) float64 {
+	total := 0.0
+	for _, j := range active {
+		total += j.weight()
+	}
+	return total
 }
 
 // JobState is the ledger's record of one job. It is what the allocator
@@ -23,10 +46,14 @@ type JobState struct {
 	Arrival int     `json:"arrival"`
 	Work    float64 `json:"work"`
 	// Tau is the round at which the job would finish with a dedicated
-	// 1/|A(t)| share of every GPU model (fft.md, "our choice").
+	// 1/|A(t)| share of every GPU model (fft.md, "our choice"), or its
+	// weighted share w_j / sum_k w_k when jobs carry weights.
 	Tau float64 `json:"tau"`
 	// Rho is the fairness compensation of Eq. 5; it starts at 0.
 	Rho float64 `json:"rho"`
+	// Weight is the w_j that Tau was computed with; 0 means 1 (and keeps
+	// unweighted ledgers' JSON as it was).
+	Weight float64 `json:"weight,omitempty"`
 }
 
 // State is the serialisable fairness ledger: one record per active job.
@@ -39,14 +66,22 @@ type State struct {
 // Rho returns the compensation of job id, 0 for a job the ledger does not hold.
 func (s State) Rho(id string) float64 { return s.Jobs[id].Rho }
 
-// FairRate is job j's work per round with a dedicated 1/n share of every
-// model: it may use model i a fraction g_i = min(1, Y_i/(n*d_j)) of the time,
-// at most one model at a time, and fills the fastest models first. capacity
-// maps model name to GPUs. A job that fits no model has rate 0.
-func FairRate(j Job, capacity map[string]int, n int) float64 {
-	return fairRate(j, capacity, float64(n))
+// FairRate is job j's work per round with a dedicated share w_j/total of
+// every model, where total is sum_{k in A(t)} w_k (TotalWeight, j's own
+// weight included). With share s it may use model i a fraction
+// g_i = min(1, s*Y_i/d_j) of the time, at most one model at a time, and
+// fills the fastest models first. capacity maps model name to GPUs. A job
+// that fits no model has rate 0.
+//
+// When no job has a weight, total is n = |A(t)| and the share is the
+// paper's 1/n, computed with exactly the same arithmetic.
+func FairRate(j Job, capacity map[string]int, total float64) float64 {
+	// total/w_j is the number of equal sharers whose 1/n share equals
+	// j's weighted share; for w_j = 1 it is total itself, bit for bit.
+	return fairRate(j, capacity, total/j.weight())
 }
 
+// fairRate is the rate with a 1/n share of every model; n may be fractional.
 func fairRate(j Job, capacity map[string]int, n float64) float64 {
 	if n < 1 {
 		n = 1
@@ -75,21 +110,29 @@ func fairRate(j Job, capacity map[string]int, n float64) float64 {
 	return rate
 }
 
-// Tau returns the equal-share reference finish round a_j + W_j / r_j, or an
-// error when the job fits no model (r_j = 0).
-func Tau(j Job, capacity map[string]int, n int) (float64, error) {
-	r := FairRate(j, capacity, n)
+// Tau returns the equal-share reference finish round a_j + W_j / r_j, with
+// r_j = FairRate(j, capacity, total), or an error when the job fits no model
+// (r_j = 0).
+func Tau(j Job, capacity map[string]int, total float64) (float64, error) {
+	r := FairRate(j, capacity, total)
 	if r <= 0 {
 		return 0, fmt.Errorf("job %q fits no GPU model with capacity: its fair rate is 0", j.ID)
 	}
-	return float64(j.Arrival) + j.Work/r, nil
+	tau := float64(j.Arrival) + j.Work/r
+	if math.IsInf(tau, 0) {
+		// A rate so small that the reference never finishes: the ledger
+		// could neither use nor store it (JSON has no infinity).
+		return 0, fmt.Errorf("job %q has a fair rate of %g work units per round: its reference finish is beyond any round", j.ID, r)
+	}
+	return tau, nil
 }
 
 // Reconcile brings the ledger in line with the active set: it adds jobs
-// that arrived (rho = 0), drops jobs that left, and, when the set changed,
-// recomputes tau for every job with n = |A(t)| (fft.md: tau is recomputed
-// whenever a job arrives or finishes). It returns the ids whose fair rate
-// is 0; those jobs are not added.
+// that arrived (rho = 0), drops jobs that left, and, when the set or a
+// job's weight changed, recomputes tau for every job with the shares
+// w_j / TotalWeight(active) (fft.md: tau is recomputed whenever a job
+// arrives or finishes; with no weights the share is 1/|A(t)|). It returns
+// the ids whose fair rate is 0; those jobs are not added.
 func (s *State) Reconcile(active []Job, capacity map[string]int) (rejected []string) {
 	if s.Jobs == nil {
 		s.Jobs = make(map[string]JobState, len(active))
@@ -98,7 +141,7 @@ func (s *State) Reconcile(active []Job, capacity map[string]int) (rejected []str
 	seen := make(map[string]bool, len(active))
 	for _, j := range active {
 		seen[j.ID] = true
-		if _, ok := s.Jobs[j.ID]; !ok {
+		if st, ok := s.Jobs[j.ID]; !ok || st.weight() != j.weight() {
 			changed = true
 		}
 	}
@@ -108,13 +151,13 @@ func (s *State) Reconcile(active []Job, capacity map[string]int) (rejected []str
 			changed = true
 		}
 	}
-	n := len(active)
+	total := TotalWeight(active)
 	for _, j := range active {
 		st, ok := s.Jobs[j.ID]
 		if ok && !changed {
 			continue
 		}
-		tau, err := Tau(j, capacity, n)
+		tau, err := Tau(j, capacity, total)
 		if err != nil {
 			rejected = append(rejected, j.ID)
 			delete(s.Jobs, j.ID)
@@ -125,11 +168,18 @@ func (s *State) Reconcile(active []Job, capacity map[string]int) (rejected []str
 		}
 		st.Work = j.Work
 		st.Tau = tau
+		st.Weight = 0
+		if w := j.weight(); w != 1 {
+			st.Weight = w
+		}
 		s.Jobs[j.ID] = st
 	}
 	sort.Strings(rejected)
 	return rejected
 }
+
+// weight is the w_j that Tau was computed with.
+func (st JobState) weight() float64 { return Job{Weight: st.Weight}.weight() }
 
 // Mu is the weight mu_j(t) = (t - a_j) / (tau_j - a_j).
 func (st JobState) Mu(t int) float64 {

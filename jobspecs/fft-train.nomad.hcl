@@ -1,7 +1,10 @@
-# fft-train: a training job scheduled by FFT. It opts in with fft.* meta, carries the gate
-# constraint so that even a plain `nomad job run` leaves it pending until an fft-allocator
-# round selects it, and asks for GPUs with a device "nvidia/gpu" block whose count is the gang
-# size d_j. The allocator lifts the gate and steers the device block to the chosen model.
+# fft-train: a training job scheduled by FFT. It opts in with fft.* meta and asks for GPUs with
+# a device "nvidia/gpu" block whose count is the gang size d_j. It names no node pool, so it
+# lands in the "default" pool, while the GPU clients sit in their own pool (client { node_pool =
+# "gpu" }, fft-allocator -node-pool): even a plain `nomad job run` leaves it pending ("No nodes
+# were eligible for evaluation") until an fft-allocator round selects it, moves it into the GPU
+# pool and steers the device block to the chosen model. Do not set node_pool here: a job already
+# in the GPU pool can be placed by Nomad before FFT decides.
 #
 #   nomad job run jobspecs/fft-train.nomad.hcl
 #   nomad job run -var 'throughput=NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=1' jobspecs/fft-train.nomad.hcl
@@ -61,11 +64,14 @@ job "fft-train" {
     "fft.user"       = "alice"
   }
 
-  # The gate: no node has meta.fft_gate, so Nomad places nothing until the allocator lifts it.
-  constraint {
-    attribute = "${meta.fft_gate}"
-    value     = "held"
-  }
+  # Only for an allocator run without a GPU node pool (-node-pool ""): the gate. No node has
+  # meta.fft_gate, so Nomad places nothing until a round lifts it. The allocator adds it itself
+  # when it parks (preempts) a job.
+  #
+  # constraint {
+  #   attribute = "${meta.fft_gate}"
+  #   value     = "held"
+  # }
 
   group "main" {
     reschedule {

@@ -22,9 +22,14 @@ const (
 	// KeyStateSize is the checkpoint size in GB moved when the job changes
 	// model (the switching penalty); default 0.
 	KeyStateSize = "fft.state_size"
-	// KeyUser is the tenant the job belongs to; default "" (no tenant).
+	// KeyUser is the tenant the job belongs to; default "" (no tenant). It
+	// is a label the allocator records (job record, audit log, status):
+	// fairness is per job, not split per user.
 	KeyUser = "fft.user"
-	// KeyWeight is the tenant fairness weight; default 1.
+	// KeyWeight is the job's fairness weight w_j; default 1. When the
+	// allocator counts weights (engine tenant_weights), the job's reference
+	// share of every model is w_j / sum_k w_k over the active jobs instead
+	// of 1/|A(t)| (package fairness).
 	KeyWeight = "fft.weight"
 	// KeyGPUs is how errors name d_j, which is not meta but the sum of the
 	// job's device "nvidia/gpu" counts.
@@ -45,7 +50,9 @@ const (
 	MaxThroughput = 1e12
 	// MaxStateSizeGB bounds fft.state_size (a petabyte of checkpoint).
 	MaxStateSizeGB = 1e6
-	// MaxWeight bounds fft.weight.
+	// MinWeight and MaxWeight bound fft.weight, so two jobs' fairness
+	// shares differ by a factor of at most 1e12.
+	MinWeight = 1e-6
 	MaxWeight = 1e6
 	// MaxGPUs bounds the gang size d_j.
 	MaxGPUs = 1 << 16
@@ -165,8 +172,8 @@ func Parse(meta map[string]string, gpus int) (*Spec, error) {
 		}
 	}
 	if v, ok := meta[KeyWeight]; ok {
-		if x, err := number(v, 0, MaxWeight); err != "" {
-			bad(KeyWeight, v, err)
+		if x, err := number(v, 0, MaxWeight); err != "" || x < MinWeight {
+			bad(KeyWeight, v, fmt.Sprintf("a fairness weight, a number from %g to %g (default 1)", MinWeight, MaxWeight))
 		} else {
 			s.Weight = x
 		}

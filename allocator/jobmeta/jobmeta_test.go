@@ -89,7 +89,12 @@ func TestParseErrors(t *testing.T) {
 		{"throughput empty model", meta(KeyThroughput, "=2"), 1, KeyThroughput, "=2", "MODEL=UNITS_PER_ROUND"},
 		{"throughput trailing comma", meta(KeyThroughput, "A100=2,"), 1, KeyThroughput, "A100=2,", "MODEL=UNITS_PER_ROUND"},
 		{"negative state size", meta(KeyStateSize, "-1"), 1, KeyStateSize, "-1", "checkpoint size in GB >= 0"},
-		{"zero weight", meta(KeyWeight, "0"), 1, KeyWeight, "0", "> 0"},
+		{"zero weight", meta(KeyWeight, "0"), 1, KeyWeight, "0", "from 1e-06 to 1e+06"},
+		{"negative weight", meta(KeyWeight, "-2"), 1, KeyWeight, "-2", "fairness weight"},
+		{"NaN weight", meta(KeyWeight, "NaN"), 1, KeyWeight, "NaN", "fairness weight"},
+		{"infinite weight", meta(KeyWeight, "Inf"), 1, KeyWeight, "Inf", "fairness weight"},
+		{"tiny weight", meta(KeyWeight, "1e-9"), 1, KeyWeight, "1e-9", "from 1e-06"},
+		{"huge weight", meta(KeyWeight, "2e6"), 1, KeyWeight, "2e6", "to 1e+06"},
 		{"blank user", meta(KeyUser, "  "), 1, KeyUser, "  ", "user or tenant name"},
 		{"control character unit", meta(KeyWorkUnit, "ep\x00ochs"), 1, KeyWorkUnit, "ep\x00ochs", "printable"},
 		{"unknown key", meta("fft.troughput", "A100=2"), 1, "fft.troughput", "A100=2", "this key is unknown"},
@@ -167,7 +172,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		ok := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
-		if !(spec.Work > 0 && ok(spec.Work)) || !(spec.Weight > 0 && ok(spec.Weight)) || spec.StateGB < 0 || !ok(spec.StateGB) ||
+		if !(spec.Work > 0 && ok(spec.Work)) || !(spec.Weight >= MinWeight && spec.Weight <= MaxWeight) || spec.StateGB < 0 || !ok(spec.StateGB) ||
 			spec.GPUs < 1 || len(spec.Throughput) == 0 {
 			t.Fatalf("accepted an invalid spec %+v from %q", spec, m)
 		}

@@ -27,6 +27,8 @@ type problem struct {
 	records map[string]JobRecord
 	// noFit maps job ID to why it cannot run in the cluster as it is.
 	noFit map[string]string
+	// weighted is true when the ledger's shares follow fft.weight.
+	weighted bool
 }
 
 // buildProblem turns a snapshot and the ledger into the round engine's
@@ -36,9 +38,11 @@ type problem struct {
 // kept out of the instance and of the fairness ledger, and marked no-fit.
 //
 // progress holds the work done that jobs reported (nil: none); a report
-// replaces the ledger's estimate.
-func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map[string]float64, cfg allocator.Config) *problem {
-	pr := &problem{records: make(map[string]JobRecord, len(snap.Jobs)), noFit: map[string]string{}}
+// replaces the ledger's estimate. With weighted, each job's fairness
+// reference is its fft.weight share of the cluster (fairness.Job.Weight);
+// without, every job has weight 1, the paper's 1/|A(t)|.
+func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map[string]float64, cfg allocator.Config, weighted bool) *problem {
+	pr := &problem{records: make(map[string]JobRecord, len(snap.Jobs)), noFit: map[string]string{}, weighted: weighted}
 	capacity := make(map[string]int, len(snap.Models))
 	for _, m := range snap.Models {
 		capacity[m.Name] = m.GPUs
@@ -61,6 +65,7 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map
 		if done, ok := progress[j.ID]; ok && done >= 0 && !math.IsInf(done, 0) {
 			rec.Done = done
 		}
+		rec.User = j.Spec.User
 		if seen && rec.Tau > 0 && (rec.Status == StatusWaiting || rec.Status == StatusRunning) {
 			fs.Jobs[j.ID] = rec.JobState
 		}
@@ -90,7 +95,11 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map
 			rec.Status = StatusWaiting
 		}
 		pr.records[j.ID] = rec
-		active = append(active, fairness.Job{ID: j.ID, Arrival: rec.Arrival, Work: j.Spec.Work, GPUs: j.Spec.GPUs, Throughput: tp})
+		fj := fairness.Job{ID: j.ID, Arrival: rec.Arrival, Work: j.Spec.Work, GPUs: j.Spec.GPUs, Throughput: tp}
+		if weighted {
+			fj.Weight = j.Spec.Weight
+		}
+		active = append(active, fj)
 		last := rec.LastModel
 		if last != "" && !known[last] {
 			// The model left the cluster; keep it at 0 GPUs so the

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
 	"github.com/nomad-fft/nomad-fft/fairness"
@@ -28,13 +31,21 @@ func newJob(id string) *jobB {
 }
 func (b *jobB) GPUs(n int) *jobB                 { b.j.Spec.GPUs = n; return b }
 func (b *jobB) TP(model string, v float64) *jobB { b.j.Spec.Throughput[model] = v; return b }
+func (b *jobB) Tenant(user string, weight float64) *jobB {
+	b.j.Spec.User, b.j.Spec.Weight = user, weight
+	return b
+}
 func (b *jobB) Running(model string) *jobB {
 	b.j.Gated, b.j.Model, b.j.RunningModel, b.j.Allocs = false, model, model, []string{"alloc-" + b.j.Name}
 	return b
 }
 func (b *jobB) Ungated(model string) *jobB { b.j.Gated, b.j.Model = false, model; return b }
-func (b *jobB) Finished() *jobB            { b.j.Finished = true; return b }
-func (b *jobB) Obj() Job                   { return b.j }
+
+// OffPool holds the job by its node pool instead of the gate, as a plain
+// `nomad job run` in the default pool leaves it.
+func (b *jobB) OffPool() *jobB  { b.j.Gated, b.j.OffPool = false, true; return b }
+func (b *jobB) Finished() *jobB { b.j.Finished = true; return b }
+func (b *jobB) Obj() Job        { return b.j }
 
 func TestDiff(t *testing.T) {
 	jobs := []Job{
@@ -47,10 +58,15 @@ func TestDiff(t *testing.T) {
 		newJob("ungated-other").Ungated(v100).Obj(),
 		newJob("ungated-unselected").Ungated(a100).Obj(),
 		newJob("done").Running(a100).Finished().Obj(),
+		newJob("pool-waiting").TP(a100, 1).OffPool().Obj(),
+		newJob("pool-selected").TP(a100, 1).OffPool().Obj(),
+		newJob("pool-steered").OffPool().Ungated(a100).Obj(),
+		newJob("in-pool-unselected").TP(a100, 1).Ungated("").Obj(),
 	}
 	assign := map[string]string{
 		"default/held-selected": a100, "default/running-kept": a100, "default/running-moved": a100,
 		"default/placing-same": a100, "default/ungated-other": a100, "default/done": a100,
+		"default/pool-selected": a100, "default/pool-steered": a100,
 	}
 	p := Diff(jobs, assign)
 	ids := func(cs []Change) []string {
@@ -61,16 +77,20 @@ func TestDiff(t *testing.T) {
 		return out
 	}
 	got := map[string][]string{"start": ids(p.Start), "migrate": ids(p.Migrate), "park": ids(p.Park), "keep": ids(p.Keep)}
+	// A job held by its pool alone is kept without a write while it waits, and started (moved
+	// into the pool) when selected, even if its device block already names the model. A job
+	// in the pool without the gate can be placed by Nomad at any time: a round that leaves it
+	// out gates it at once.
 	want := map[string][]string{
-		"start":   {"held-selected:" + a100, "ungated-other:" + a100},
+		"start":   {"held-selected:" + a100, "pool-selected:" + a100, "pool-steered:" + a100, "ungated-other:" + a100},
 		"migrate": {"running-moved:" + a100},
-		"park":    {"running-parked:", "ungated-unselected:"},
-		"keep":    {"held-waiting:", "placing-same:" + a100, "running-kept:" + a100},
+		"park":    {"in-pool-unselected:", "running-parked:", "ungated-unselected:"},
+		"keep":    {"held-waiting:", "placing-same:" + a100, "pool-waiting:", "running-kept:" + a100},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Diff:\n got  %v\n want %v", got, want)
 	}
-	if s := p.GoString(); s != "(start 2) (migrate 1) (park 2) (keep 3)" {
+	if s := p.GoString(); s != "(start 4) (migrate 1) (park 3) (keep 4)" {
 		t.Errorf("GoString = %q", s)
 	}
 	// Applying the decision to a cluster that already matches it is a no-op.
@@ -132,6 +152,10 @@ func (f *fakeCluster) Apply(_ context.Context, p *Plan) ApplyResult {
 		case ActionPark:
 			j.Gated, j.RunningModel, j.Allocs = true, "", nil
 		}
+		if r.Applied == nil {
+			r.Applied = map[Action]int{}
+		}
+		r.Applied[c.Action]++
 	}
 	return r
 }
@@ -311,7 +335,8 @@ func TestHandler(t *testing.T) {
 		t.Errorf("status: %d %s", code, body)
 	}
 	code, body := get("/v1/metrics")
-	for _, want := range []string{"fft_rounds_total 1", `fft_jobs{state="running"} 1`, `fft_rho{job="default/a"}`, "fft_solve_seconds"} {
+	for _, want := range []string{"fft_rounds_total 1", `fft_jobs{state="running"} 1`, `fft_rho{job="default/a"}`, "fft_solve_seconds",
+		`fft_applied_changes_total{action="start"} 1`, `fft_applied_changes_total{action="park"} 0`} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
 		}
@@ -332,7 +357,7 @@ func TestNoFitReasons(t *testing.T) {
 			newJob("ok").TP(a100, 1).TP("H100", 2).Obj(),
 		},
 	}
-	pr := buildProblem(0, snap, nil, nil, allocator.DefaultConfig())
+	pr := buildProblem(0, snap, nil, nil, allocator.DefaultConfig(), false)
 	want := map[string]string{
 		"default/unknown": `fft.throughput = "H100=3" names no GPU model of the cluster; the cluster has NVIDIA A100-SXM4-40GB (2 GPUs)`,
 		"default/big":     `device "nvidia/gpu" count = 8: more GPUs than any model named in fft.throughput has; the cluster has NVIDIA A100-SXM4-40GB (2 GPUs)`,
@@ -357,7 +382,7 @@ func TestFinishedAndFailedLeaveTheLedger(t *testing.T) {
 		"default/done":   {JobState: fairness.JobState{Work: 10, Tau: 5, Rho: 1}, Status: StatusRunning},
 		"default/failed": {JobState: fairness.JobState{Work: 10, Tau: 5, Rho: 2}, Status: StatusRunning},
 	}
-	pr := buildProblem(3, &Snapshot{Models: []allocator.Model{{Name: a100, GPUs: 1}}, Jobs: []Job{done, failed}}, prev, nil, allocator.DefaultConfig())
+	pr := buildProblem(3, &Snapshot{Models: []allocator.Model{{Name: a100, GPUs: 1}}, Jobs: []Job{done, failed}}, prev, nil, allocator.DefaultConfig(), false)
 	if pr.records["default/done"].Status != StatusFinished || pr.records["default/failed"].Status != StatusFailed {
 		t.Errorf("records %+v: want finished and failed", pr.records)
 	}
@@ -404,5 +429,141 @@ func TestReportedProgressReplacesTheEstimate(t *testing.T) {
 	}
 	if got := st.ledger.Jobs["default/a"].Done; got != 9 {
 		t.Errorf("progress after a negative report = %g, want 9 (the estimate)", got)
+	}
+}
+
+func TestTenantWeights(t *testing.T) {
+	// Two jobs share one A100 (1 unit per round, 12 units of work each):
+	// the paper gives each half of it (tau 24); with weights 2 and 1 they
+	// get 2/3 and 1/3 (tau 18 and 36).
+	for _, tc := range []struct {
+		name       string
+		weighted   bool
+		wantTau    map[string]float64
+		wantWeight map[string]float64
+	}{
+		{"paper: weights recorded as labels only", false,
+			map[string]float64{"default/a": 24, "default/b": 24}, map[string]float64{"default/a": 0, "default/b": 0}},
+		{"tenant weights", true,
+			map[string]float64{"default/a": 18, "default/b": 36}, map[string]float64{"default/a": 2, "default/b": 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := &fakeCluster{models: []allocator.Model{{Name: a100, GPUs: 1}}, jobs: map[string]*Job{}}
+			for _, j := range []Job{
+				newJob("a").TP(a100, 1).Tenant("alice", 2).Obj(),
+				newJob("b").TP(a100, 1).Tenant("bob", 1).Obj(),
+			} {
+				j.Spec.Work = 12
+				fc.jobs[j.ID] = ptr(j)
+			}
+			st := &memStore{}
+			s := New(fc, fc, st, WithTenantWeights(tc.weighted))
+			rec, err := s.RunRound(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotTau, gotWeight, gotAudit := map[string]float64{}, map[string]float64{}, map[string]string{}
+			for id, r := range s.Status().Jobs {
+				gotTau[id], gotWeight[id] = r.Tau, r.Weight
+			}
+			for _, ja := range rec.Jobs {
+				gotAudit[ja.ID] = fmt.Sprintf("%s %g", ja.User, ja.Weight)
+			}
+			if !reflect.DeepEqual(gotTau, tc.wantTau) || !reflect.DeepEqual(gotWeight, tc.wantWeight) {
+				t.Errorf("tau %v weights %v, want %v %v", gotTau, gotWeight, tc.wantTau, tc.wantWeight)
+			}
+			wantAudit := map[string]string{
+				"default/a": fmt.Sprintf("alice %g", tc.wantWeight["default/a"]),
+				"default/b": "bob 0",
+			}
+			if !reflect.DeepEqual(gotAudit, wantAudit) || rec.TenantWeights != tc.weighted {
+				t.Errorf("audit user/weight %v tenant_weights %v, want %v %v", gotAudit, rec.TenantWeights, wantAudit, tc.weighted)
+			}
+			if u := st.ledger.Jobs["default/b"].User; u != "bob" {
+				t.Errorf("stored record of b has user %q, want bob", u)
+			}
+		})
+	}
+}
+
+// reportStore is a memStore that takes progress reports (or fails to).
+type reportStore struct {
+	memStore
+	reports map[string]float64
+	err     error
+}
+
+func (r *reportStore) ReportProgress(_ context.Context, id string, done float64) error {
+	if r.err != nil {
+		return r.err
+	}
+	r.reports[id] = done
+	return nil
+}
+
+func TestProgressEndpoint(t *testing.T) {
+	for _, tc := range []struct {
+		name, method, path, body string
+		storeErr                 error
+		noReporter               bool
+		wantCode                 int
+		// wantBody must appear in the answer; wantStored is what the store holds after.
+		wantBody   string
+		wantStored map[string]float64
+	}{
+		{name: "number", method: "PUT", path: "/v1/progress/default/train", body: "42",
+			wantCode: 200, wantBody: `"job": "default/train"`, wantStored: map[string]float64{"default/train": 42}},
+		{name: "number with newline (curl --data-binary)", method: "PUT", path: "/v1/progress/ml/train", body: " 12.5\n",
+			wantCode: 200, wantBody: `"done": 12.5`, wantStored: map[string]float64{"ml/train": 12.5}},
+		{name: "JSON, POST", method: "POST", path: "/v1/progress/default/train", body: `{"done": 0}`,
+			wantCode: 200, wantStored: map[string]float64{"default/train": 0}},
+		{name: "empty body", method: "PUT", path: "/v1/progress/default/train",
+			wantCode: 400, wantBody: `empty body: the body is the work units done, a number >= 0 such as 42 or JSON {\"done\": 42}`},
+		{name: "text", method: "PUT", path: "/v1/progress/default/train", body: "ten",
+			wantCode: 400, wantBody: `body \"ten\" is not a number: the body is the work units done`},
+		{name: "negative", method: "PUT", path: "/v1/progress/default/train", body: "-1",
+			wantCode: 400, wantBody: `done = -1 is not a finite number >= 0: the body is`},
+		{name: "NaN", method: "PUT", path: "/v1/progress/default/train", body: "NaN",
+			wantCode: 400, wantBody: `done = NaN`},
+		{name: "JSON typo", method: "PUT", path: "/v1/progress/default/train", body: `{"dnoe": 3}`,
+			wantCode: 400, wantBody: `unknown field \"dnoe\"`},
+		{name: "JSON without done", method: "PUT", path: "/v1/progress/default/train", body: `{}`,
+			wantCode: 400, wantBody: `has no field \"done\"`},
+		{name: "JSON string", method: "PUT", path: "/v1/progress/default/train", body: `{"done": "3"}`,
+			wantCode: 400, wantBody: `not a JSON object with the one field \"done\"`},
+		{name: "two objects", method: "PUT", path: "/v1/progress/default/train", body: `{"done": 1} {"done": 2}`,
+			wantCode: 400, wantBody: `text after the object`},
+		{name: "too big", method: "PUT", path: "/v1/progress/default/train", body: strings.Repeat(" ", maxProgressBody+1) + "1",
+			wantCode: 413, wantBody: "body over 1024 bytes"},
+		{name: "escaped slash in the job", method: "PUT", path: "/v1/progress/default/a%2Fb", body: "1",
+			wantCode: 400, wantBody: `path job \"a/b\": expected one non-empty path segment`},
+		{name: "GET is not allowed", method: "GET", path: "/v1/progress/default/train", wantCode: 405},
+		{name: "no job", method: "PUT", path: "/v1/progress/default", body: "1", wantCode: 404},
+		{name: "too many segments", method: "PUT", path: "/v1/progress/default/a/b", body: "1", wantCode: 404},
+		{name: "store down", method: "PUT", path: "/v1/progress/default/train", body: "1", storeErr: errors.New("connection refused"),
+			wantCode: 503, wantBody: "storing the report failed, retry: connection refused"},
+		{name: "store takes no reports", method: "PUT", path: "/v1/progress/default/train", body: "1", noReporter: true,
+			wantCode: 501, wantBody: "takes no progress reports"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := &reportStore{reports: map[string]float64{}, err: tc.storeErr}
+			var store Store = rs
+			if tc.noReporter {
+				store = &memStore{}
+			}
+			// The service never leads here: a standby takes reports too.
+			s := New(&fakeCluster{}, &fakeCluster{}, store)
+			rr := httptest.NewRecorder()
+			Handler(s).ServeHTTP(rr, httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body)))
+			if rr.Code != tc.wantCode || !strings.Contains(rr.Body.String(), tc.wantBody) {
+				t.Errorf("%s %s %q: %d %s, want %d containing %q", tc.method, tc.path, tc.body, rr.Code, rr.Body.String(), tc.wantCode, tc.wantBody)
+			}
+			if tc.wantCode == 405 && !strings.Contains(rr.Header().Get("Allow"), "PUT") {
+				t.Errorf("405 without PUT in Allow: %q", rr.Header().Get("Allow"))
+			}
+			if diff := cmp.Diff(tc.wantStored, rs.reports, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("stored reports (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -10,7 +10,8 @@ type Action string
 
 // Actions of a plan.
 const (
-	// ActionStart lifts the gate and steers the job to Model.
+	// ActionStart moves the job into the GPU node pool, lifts the gate and
+	// steers the job to Model.
 	ActionStart Action = "start"
 	// ActionMigrate steers a job that runs on another model to Model: a
 	// destructive update, so Nomad restarts it there.
@@ -63,7 +64,9 @@ func (p *Plan) ActionOf(id string) Action {
 }
 
 // Diff compares the jobs as observed with the assignment (job ID to model)
-// and returns what to change. Finished jobs are never touched. It is pure.
+// and returns what to change. Finished jobs are never touched, and a held
+// job (gated or outside the GPU pool) that the round leaves out and that has
+// no allocation is kept as it is: holding it costs no write. It is pure.
 func Diff(jobs []Job, assignment map[string]string) *Plan {
 	p := &Plan{}
 	for k := range jobs {
@@ -73,13 +76,13 @@ func Diff(jobs []Job, assignment map[string]string) *Plan {
 		}
 		model, run := assignment[j.ID]
 		switch {
-		case run && !j.Gated && j.Model == model && (len(j.Allocs) == 0 || j.RunningModel == "" || j.RunningModel == model):
+		case run && !j.Held() && j.Model == model && (len(j.Allocs) == 0 || j.RunningModel == "" || j.RunningModel == model):
 			p.Keep = append(p.Keep, Change{Job: j, Action: ActionKeep, Model: model})
 		case run && len(j.Allocs) > 0 && j.RunningModel != "" && j.RunningModel != model:
 			p.Migrate = append(p.Migrate, Change{Job: j, Action: ActionMigrate, Model: model})
 		case run:
 			p.Start = append(p.Start, Change{Job: j, Action: ActionStart, Model: model})
-		case j.Gated && len(j.Allocs) == 0:
+		case j.Held() && len(j.Allocs) == 0:
 			p.Keep = append(p.Keep, Change{Job: j, Action: ActionKeep})
 		default:
 			p.Park = append(p.Park, Change{Job: j, Action: ActionPark})

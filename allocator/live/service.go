@@ -31,7 +31,11 @@ type options struct {
 	cfg    allocator.Config
 	log    hclog.Logger
 	now    func() time.Time
+	after  func(time.Duration) <-chan time.Time
 	onDone func(*RoundRecord, error)
+	// weighted: fairness shares follow fft.weight (WithTenantWeights).
+	weighted bool
+	minGap   time.Duration
 }
 
 // Option configures a Service.
@@ -47,13 +51,24 @@ func WithLogger(l hclog.Logger) Option { return func(o *options) { o.log = l } }
 // WithClock sets the clock (default: time.Now).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
+// WithEarlyRounds lets Run start a round before the schedule when the
+// Observer is also a Watcher and it reports a change worth one (see
+// wantEarly), at least gap after the previous round's start. A gap of 0 (the
+// default) turns early rounds off.
+func WithEarlyRounds(gap time.Duration) Option { return func(o *options) { o.minGap = gap } }
+
 // WithRoundHook calls f after every round with its record (nil if the round
 // failed before recording) and error; metrics use it.
 func WithRoundHook(f func(*RoundRecord, error)) Option { return func(o *options) { o.onDone = f } }
 
+// WithTenantWeights makes each job's fairness reference its fft.weight
+// share w_j / sum_k w_k of every model instead of the paper's 1/|A(t)|
+// (default: off, the paper; with every weight 1 both are the same).
+func WithTenantWeights(on bool) Option { return func(o *options) { o.weighted = on } }
+
 // New returns a Service over the three adapters.
 func New(obs Observer, app Applier, store Store, opts ...Option) *Service {
-	o := options{cfg: allocator.DefaultConfig(), log: hclog.NewNullLogger(), now: time.Now}
+	o := options{cfg: allocator.DefaultConfig(), log: hclog.NewNullLogger(), now: time.Now, after: time.After}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -62,13 +77,17 @@ func New(obs Observer, app Applier, store Store, opts ...Option) *Service {
 
 // Status is the service's state for the status endpoint.
 type Status struct {
-	// Rounds and Failures count rounds run and failed since start.
-	Rounds   int `json:"rounds"`
-	Failures int `json:"failures"`
+	// Rounds and Failures count rounds run and failed since start;
+	// EarlyRounds the recorded ones a trigger brought forward.
+	Rounds      int `json:"rounds"`
+	Failures    int `json:"failures"`
+	EarlyRounds int `json:"early_rounds"`
 	// APICalls, Conflicts and ApplyErrors are totals over recorded rounds.
 	APICalls    int `json:"api_calls"`
 	Conflicts   int `json:"conflicts"`
 	ApplyErrors int `json:"apply_errors"`
+	// Applied counts the changes applied, by action.
+	Applied map[Action]int `json:"applied"`
 	// Leading is true while this replica holds the leader lock and runs rounds.
 	Leading bool `json:"leading"`
 	// NextRound is the round the ledger will run next (-1 before loading).
@@ -85,6 +104,7 @@ func (s *Service) Status() Status {
 	defer s.mu.Unlock()
 	st := s.status
 	st.Jobs = maps.Clone(st.Jobs)
+	st.Applied = maps.Clone(st.Applied)
 	return st
 }
 
@@ -100,24 +120,62 @@ func (s *Service) Lead(leading bool) {
 	}
 }
 
-// Run runs a round at once and then every `every` until ctx ends. A failed
-// round is logged and counted; the next one starts afresh.
+// Run runs a round at once and then every `every` until ctx ends; with
+// early rounds on (WithEarlyRounds) and a Watcher, a change worth it starts
+// a round sooner. A failed round is logged and counted; the next one starts
+// afresh.
 func (s *Service) Run(ctx context.Context, every time.Duration) error {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
+	triggers := s.watch(ctx)
+	sch := &schedule{every: every, gap: s.opts.minGap}
+	kind, jobs := TriggerSchedule, []string(nil)
 	for {
-		_, _ = s.RunRound(ctx)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
+		start := s.opts.now()
+		rec, _ := s.runRound(ctx, kind, jobs)
+		sch.ran(start, rec)
+		for waiting := true; waiting; {
+			due, why := sch.next()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-s.opts.after(due.Sub(s.opts.now())):
+				kind, jobs, waiting = why, nil, false
+				if why != TriggerSchedule {
+					jobs = sch.jobs()
+				}
+			case tr := <-triggers:
+				if sch.offer(tr, s.opts.now()) {
+					at, _ := sch.next()
+					s.opts.log.Debug("early round due", "trigger", tr.Kind, "job", tr.Job, "at", at)
+				}
+			}
 		}
 	}
 }
 
-// RunRound runs one round. A panic inside it fails only this round: it is
-// recovered, logged with its stack and returned as an error.
+// watch starts the Observer's Watcher when early rounds are on and returns
+// the channel it reports on; nil (a channel that never delivers) otherwise.
+func (s *Service) watch(ctx context.Context) <-chan Trigger {
+	w, ok := s.obs.(Watcher)
+	if !ok || s.opts.minGap <= 0 {
+		return nil
+	}
+	ch := make(chan Trigger, 64)
+	go func() {
+		if err := w.Watch(ctx, ch); err != nil && ctx.Err() == nil {
+			s.opts.log.Warn("watching the cluster stopped: only regular rounds run", "error", err)
+		}
+	}()
+	return ch
+}
+
+// RunRound runs one round (recorded as TriggerManual). A panic inside it
+// fails only this round: it is recovered, logged with its stack and
+// returned as an error.
 func (s *Service) RunRound(ctx context.Context) (rec *RoundRecord, err error) {
+	return s.runRound(ctx, TriggerManual, nil)
+}
+
+func (s *Service) runRound(ctx context.Context, kind TriggerKind, jobs []string) (rec *RoundRecord, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.opts.log.Error("round panicked", "panic", r, "stack", string(debug.Stack()))
@@ -134,19 +192,28 @@ func (s *Service) RunRound(ctx context.Context) (rec *RoundRecord, err error) {
 		} else {
 			s.status.LastError = ""
 			s.status.Last = rec
-			s.status.APICalls += rec.ObserveCalls + rec.Apply.Calls
+			s.status.APICalls += rec.ObserveCalls + rec.Apply.Calls + rec.WatchCalls
 			s.status.Conflicts += len(rec.Apply.Conflicts)
 			s.status.ApplyErrors += len(rec.Apply.Errors)
+			for a, n := range rec.Apply.Applied {
+				if s.status.Applied == nil {
+					s.status.Applied = map[Action]int{}
+				}
+				s.status.Applied[a] += n
+			}
+			if early(rec.Trigger) {
+				s.status.EarlyRounds++
+			}
 		}
 		s.mu.Unlock()
 		if s.opts.onDone != nil {
 			s.opts.onDone(rec, err)
 		}
 	}()
-	return s.round(ctx)
+	return s.round(ctx, kind, jobs)
 }
 
-func (s *Service) round(ctx context.Context) (*RoundRecord, error) {
+func (s *Service) round(ctx context.Context, kind TriggerKind, triggerJobs []string) (*RoundRecord, error) {
 	start := s.opts.now()
 	s.mu.Lock()
 	prev := s.ledger
@@ -194,10 +261,14 @@ func (s *Service) round(ctx context.Context) (*RoundRecord, error) {
 		progress = p
 	}
 
-	// 2. Build the problem: reconcile the ledger with the jobs present.
+	// 2. Build the problem: settle the previous round's credit (cut to the
+	// time that passed if this round is early), then reconcile the ledger
+	// with the jobs present.
+	kept := creditKept(early(kind), prev.Start, start, s.opts.cfg.RoundSeconds)
+	clock := prev.Clock - (1 - kept)
 	var pr *problem
 	_ = timed(2, "build", func() error {
-		pr = buildProblem(t, snap, prev.Jobs, progress, s.opts.cfg)
+		pr = buildProblem(fairRound(clock), snap, settle(prev.Jobs, kept), progress, s.opts.cfg, s.opts.weighted)
 		return nil
 	})
 	for id, why := range pr.noFit {
@@ -205,7 +276,7 @@ func (s *Service) round(ctx context.Context) (*RoundRecord, error) {
 	}
 
 	// 3. Solve the round.
-	dec := &allocator.Decision{Round: t, Usage: map[string]int{}}
+	dec := &allocator.Decision{Round: pr.instance.Round, Usage: map[string]int{}}
 	if err := timed(3, "solve", func() error {
 		if len(pr.instance.Jobs) == 0 || len(pr.instance.Models) == 0 {
 			return nil
@@ -237,14 +308,15 @@ func (s *Service) round(ctx context.Context) (*RoundRecord, error) {
 
 	// 5. Record: advance the fairness ledger and write it with the audit
 	// record, check-and-set against the ledger this round started from.
-	next := &Ledger{Round: t + 1, Jobs: pr.records, Version: prev.Version}
+	next := &Ledger{Round: t + 1, Clock: clock + 1, Start: start, Jobs: pr.records, Version: prev.Version}
 	rec := &RoundRecord{
-		Round: t, Start: start.UTC().Format(time.RFC3339Nano), InputsDigest: digest(&pr.instance),
-		Models: pr.instance.Models, Assignment: assignment, Invalid: snap.Invalid,
+		Round: t, Start: start.UTC().Format(time.RFC3339Nano), Trigger: kind, TriggerJobs: triggerJobs,
+		Clock: clock, CreditKept: kept, IdleGPUs: idleGPUs(snap.Models, dec.Usage),
+		InputsDigest: digest(&pr.instance), Models: pr.instance.Models, Assignment: assignment, Invalid: snap.Invalid,
 		Usage:     dec.Usage,
 		Objective: dec.Objective, Bound: dec.Bound, Gap: dec.Gap, Status: dec.Status.String(),
 		SolveSeconds: phases["solve"], Plan: plan.GoString(), Apply: res, ObserveCalls: snap.Calls,
-		Phases: phases,
+		WatchCalls: snap.WatchCalls, Phases: phases,
 	}
 	err := timed(5, "record", func() error {
 		advance(pr, dec, plan, next, rec)
@@ -262,17 +334,19 @@ func (s *Service) round(ctx context.Context) (*RoundRecord, error) {
 	s.ledger = next
 	s.status.NextRound = next.Round
 	s.status.Jobs = maps.Clone(next.Jobs)
-	log.Info("round done", "jobs", len(pr.instance.Jobs), "running", len(assignment), "plan", plan.GoString(),
-		"api_calls", snap.Calls+res.Calls, "duration", s.opts.now().Sub(start))
+	log.Info("round done", "trigger", kind, "jobs", len(pr.instance.Jobs), "running", len(assignment), "plan", plan.GoString(),
+		"api_calls", snap.Calls+res.Calls, "watch_calls", snap.WatchCalls, "duration", s.opts.now().Sub(start))
 	return rec, nil
 }
 
 // advance applies Eq. 5 for the round and fills the audit lines. A job
 // chosen this round is counted as achieving its throughput on the chosen
-// model: progress is estimated as rounds run times the declared throughput
-// until jobs report progress (our fallback estimate).
+// model for a whole round: progress is estimated as rounds run times the
+// declared throughput until jobs report progress (our fallback estimate).
+// Each job's credit is kept in its record, for an early next round to cut.
 func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec *RoundRecord) {
 	fs := &pr.instance.Fairness
+	t := pr.instance.Round
 	before := make(map[string]float64, len(fs.Jobs))
 	for id := range fs.Jobs {
 		before[id] = fs.Rho(id)
@@ -287,11 +361,14 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 			achieved[jd.ID] = jd.Chosen.Throughput
 		}
 	}
-	fs.Advance(pr.instance.Round, achieved)
+	fs.Advance(t, achieved)
 	for _, jd := range dec.Jobs {
 		r := next.Jobs[jd.ID]
 		if st, ok := fs.Jobs[jd.ID]; ok {
 			r.JobState = st
+			// Mu and the fair share do not change with rho, so the step
+			// is the one Advance took.
+			r.Credit = &Credit{RhoFrom: before[jd.ID], RhoStep: st.Mu(t) * (st.FairShare() - achieved[jd.ID]), Done: achieved[jd.ID]}
 		}
 		if jd.Model != "" {
 			r.Done += achieved[jd.ID]
@@ -306,12 +383,22 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 		}
 		next.Jobs[jd.ID] = r
 		rec.Jobs = append(rec.Jobs, JobAudit{
-			ID: jd.ID, Model: jd.Model, GPUs: gpus[jd.ID], Reason: string(jd.Reason), Action: plan.ActionOf(jd.ID),
+			ID: jd.ID, User: r.User, Weight: r.Weight, Model: jd.Model, GPUs: gpus[jd.ID], Reason: string(jd.Reason), Action: plan.ActionOf(jd.ID),
 			RhoBefore: before[jd.ID], RhoAfter: fs.Rho(jd.ID), Chosen: jd.Chosen, Options: jd.Options,
 		})
 	}
 	for id, why := range pr.noFit {
-		rec.Jobs = append(rec.Jobs, JobAudit{ID: id, Reason: why, Action: plan.ActionOf(id)})
+		rec.Jobs = append(rec.Jobs, JobAudit{ID: id, User: next.Jobs[id].User, Reason: why, Action: plan.ActionOf(id)})
 	}
+	rec.TenantWeights = pr.weighted
 	sort.Slice(rec.Jobs, func(a, b int) bool { return rec.Jobs[a].ID < rec.Jobs[b].ID })
+}
+
+// idleGPUs is how many of the models' GPUs a decision leaves unused.
+func idleGPUs(models []allocator.Model, usage map[string]int) int {
+	idle := 0
+	for _, m := range models {
+		idle += max(0, m.GPUs-usage[m.Name])
+	}
+	return idle
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
@@ -21,6 +22,9 @@ type Job struct {
 	ModifyIndex uint64
 	// Gated is true while the job-level gate constraint holds it.
 	Gated bool
+	// OffPool is true while the job's node pool is not the allocator's GPU
+	// pool, so Nomad places none of it on the GPU nodes.
+	OffPool bool
 	// Model is the GPU model the device constraint steers the job to, "" if none.
 	Model string
 	// Allocs are the IDs of allocations that are meant to run and have not
@@ -32,6 +36,10 @@ type Job struct {
 	Finished bool
 	Failed   bool
 }
+
+// Held reports whether Nomad is kept from placing the job on the GPU nodes,
+// by the gate or by its node pool.
+func (j *Job) Held() bool { return j.Gated || j.OffPool }
 
 // Invalid is a job that opts in with fft.* meta but breaks the contract. It
 // is left untouched; Err names the key, the value and what is expected.
@@ -50,6 +58,9 @@ type Snapshot struct {
 	Invalid []Invalid
 	// Calls is the number of API calls the observation made.
 	Calls int
+	// WatchCalls is the number of API calls a Watcher made since the
+	// previous observation.
+	WatchCalls int
 }
 
 // Observer reads the cluster (Nomad, for the live service).
@@ -73,21 +84,42 @@ type ApplyResult struct {
 	Conflicts []string `json:"conflicts,omitempty"`
 	// Errors are other failures, one line each, naming the job.
 	Errors []string `json:"errors,omitempty"`
+	// Applied counts the changes now in place, by action.
+	Applied map[Action]int `json:"applied,omitempty"`
 }
 
 // JobRecord is the persistent per-job state: the fairness ledger entry plus
 // what the allocator tracks across rounds.
 type JobRecord struct {
+	// JobState's weight is the w_j of the job's fairness share, present
+	// only when the allocator counts fft.weight and it is not 1.
 	fairness.JobState
+	// User is the job's fft.user: a label, fairness is per job.
+	User string `json:"user,omitempty"`
 	// Done is the progress in work units: the job's last report plus the
 	// rounds run since then times the declared throughput (the estimate
 	// alone when the job never reports).
 	Done      float64 `json:"done"`
 	LastModel string  `json:"last_model,omitempty"`
 	Switches  int     `json:"switches"`
-	RoundsRun int     `json:"rounds_run"`
+	// RoundsRun counts the rounds that selected the job, early ones included.
+	RoundsRun int `json:"rounds_run"`
 	// Status is one of the Status* constants.
 	Status string `json:"status"`
+	// Credit is what the last round credited the job for a whole round;
+	// an early next round cuts it to the time that passed (see settle).
+	Credit *Credit `json:"credit,omitempty"`
+}
+
+// Credit is one round's credit to a job: its Eq. 5 step and its estimated
+// progress, for a whole round R.
+type Credit struct {
+	// RhoFrom is rho before the step; RhoStep is mu(t) * (f - achieved),
+	// before the clamp at 0.
+	RhoFrom float64 `json:"rho_from"`
+	RhoStep float64 `json:"rho_step"`
+	// Done is the work units the round added to the progress estimate.
+	Done float64 `json:"done"`
 }
 
 // Job states as the ledger records them.
@@ -102,7 +134,16 @@ const (
 // Ledger is the allocator's persistent state: the next round to run and
 // one record per job seen. Version is the store's token for check-and-set.
 type Ledger struct {
-	Round   int                  `json:"round"`
+	// Round numbers the next round's record; early rounds count.
+	Round int `json:"round"`
+	// Clock is the fairness time, in rounds of length R, at which the next
+	// round is due if it comes on schedule. Arrivals, mu and the wait term
+	// read its whole part; early rounds advance it by the part of R that
+	// passed, so it counts time, not rounds.
+	Clock float64 `json:"clock"`
+	// Start is when the last recorded round started (zero if none is
+	// known); an early round measures the time that passed from it.
+	Start   time.Time            `json:"start"`
 	Jobs    map[string]JobRecord `json:"-"`
 	Version uint64               `json:"-"`
 }
@@ -117,6 +158,10 @@ type JobAudit struct {
 	RhoAfter  float64           `json:"rho_after"`
 	Chosen    allocator.Terms   `json:"chosen"`
 	Options   []allocator.Terms `json:"options,omitempty"`
+	// User is the job's fft.user; Weight the w_j of its fairness share
+	// (absent: 1).
+	User   string  `json:"user,omitempty"`
+	Weight float64 `json:"weight,omitempty"`
 	// GPUs is the job's gang size d_j (0 for a job held as no-fit).
 	GPUs int `json:"gpus,omitempty"`
 }
@@ -126,6 +171,18 @@ type RoundRecord struct {
 	Round int `json:"round"`
 	// Start is the round's start, RFC 3339.
 	Start string `json:"start"`
+	// Trigger is why the round ran: TriggerSchedule, TriggerManual, or the
+	// kind of the first trigger an early round answers; TriggerJobs are the
+	// jobs of every trigger it answers.
+	Trigger     TriggerKind `json:"trigger"`
+	TriggerJobs []string    `json:"trigger_jobs,omitempty"`
+	// Clock is the fairness time (in rounds) at the round's start, and
+	// CreditKept the share of the previous round's credit kept: the time
+	// that passed over R for an early round, else 1.
+	Clock      float64 `json:"clock"`
+	CreditKept float64 `json:"credit_kept"`
+	// IdleGPUs is how many GPUs the decision leaves idle.
+	IdleGPUs int `json:"idle_gpus"`
 	// InputsDigest is a SHA-256 of the round engine's input instance.
 	InputsDigest string            `json:"inputs_digest"`
 	Models       []allocator.Model `json:"models"`
@@ -140,8 +197,14 @@ type RoundRecord struct {
 	Plan         string            `json:"plan"`
 	Apply        ApplyResult       `json:"apply"`
 	ObserveCalls int               `json:"observe_calls"`
+	// WatchCalls are the API calls the watcher made since the previous
+	// round (blocking queries that look for arrivals and finishes).
+	WatchCalls int `json:"watch_calls"`
 	// Phases holds each phase's duration in seconds.
 	Phases map[string]float64 `json:"phases"`
+	// TenantWeights is true when the round's fairness shares followed
+	// fft.weight (w_j / sum w_k) rather than the paper's 1/|A(t)|.
+	TenantWeights bool `json:"tenant_weights,omitempty"`
 	// Usage is the GPUs assigned per model name.
 	Usage map[string]int `json:"usage,omitempty"`
 }
@@ -162,6 +225,14 @@ type Store interface {
 // reported value replaces the estimate.
 type ProgressReader interface {
 	Progress(ctx context.Context) (map[string]float64, error)
+}
+
+// ProgressReporter is an optional Store interface (found by type
+// assertion): it stores the work units a job reports done, by job ID
+// ("namespace/job"), where ProgressReader reads them back. The HTTP API's
+// progress endpoint writes through it.
+type ProgressReporter interface {
+	ReportProgress(ctx context.Context, id string, done float64) error
 }
 
 // ErrConflict means a check-and-set write found newer data than expected.

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
@@ -28,19 +30,40 @@ var (
 type Client struct {
 	nomad *api.Client
 	log   hclog.Logger
+	// pool is the GPU node pool ("": none; every node counts and only the
+	// gate holds jobs).
+	pool string
+	// watchEvery is the least time between two blocking queries on one list.
+	watchEvery time.Duration
+	watchCalls atomic.Int64
 
 	mu sync.Mutex
 	// jobs caches full jobs by "namespace/id"; a job changed by Apply (or
 	// whose write failed) is dropped, so the next Observe re-reads it.
 	jobs map[string]*api.Job
+	// poolWarning is the last warning logged about the GPU pool, so that a
+	// lasting condition is logged once.
+	poolWarning string
+	// observed are the managed jobs the last Observe saw (nil before the
+	// first): the watcher's baseline when it starts after an observation.
+	observed map[string]bool
 }
 
-// New returns a Client over a Nomad API client.
+// New returns a Client over a Nomad API client, with no GPU node pool.
 func New(nomad *api.Client, log hclog.Logger) *Client {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Client{nomad: nomad, log: log, jobs: map[string]*api.Job{}}
+	return &Client{nomad: nomad, log: log, jobs: map[string]*api.Job{}, watchEvery: watchInterval}
+}
+
+// WithNodePool sets the GPU node pool and returns the client: capacity is
+// counted on that pool's nodes only, a managed job outside it is held, and
+// a start moves the job into it. "" counts every node and holds jobs with
+// the gate alone.
+func (c *Client) WithNodePool(pool string) *Client {
+	c.pool = pool
+	return c
 }
 
 func jobKey(ns, id string) string { return ns + "/" + id }
@@ -48,7 +71,7 @@ func jobKey(ns, id string) string { return ns + "/" + id }
 // Observe reads GPU capacity per model and the FFT-managed jobs with their
 // allocations.
 func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
-	snap := &live.Snapshot{}
+	snap := &live.Snapshot{WatchCalls: int(c.watchCalls.Swap(0))}
 	models, calls, err := c.capacity(ctx)
 	snap.Calls += calls
 	if err != nil {
@@ -67,8 +90,9 @@ func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
 	present := map[string]bool{}
 	dead := map[string]bool{}
 	var managed []*api.Job
+	c.observed = map[string]bool{}
 	for _, s := range stubs {
-		if s.Stop || s.Type == "system" || s.Type == "sysbatch" {
+		if !candidate(s) {
 			continue
 		}
 		key := jobKey(s.Namespace, s.ID)
@@ -84,6 +108,7 @@ func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
 			c.jobs[key] = job
 		}
 		if jobmeta.Managed(job.Meta) {
+			c.observed[key] = true
 			managed = append(managed, job)
 		}
 	}
@@ -116,7 +141,7 @@ func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
 		}
 		j := live.Job{
 			ID: key, Namespace: deref(job.Namespace), Name: deref(job.ID), Spec: spec,
-			Gated: Gated(job), Model: SteeredModel(job),
+			Gated: Gated(job), OffPool: !InPool(job, c.pool), Model: SteeredModel(job),
 		}
 		if job.JobModifyIndex != nil {
 			j.ModifyIndex = *job.JobModifyIndex
@@ -127,6 +152,12 @@ func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
 	sort.Slice(snap.Jobs, func(a, b int) bool { return snap.Jobs[a].ID < snap.Jobs[b].ID })
 	sort.Slice(snap.Invalid, func(a, b int) bool { return snap.Invalid[a].ID < snap.Invalid[b].ID })
 	return snap, nil
+}
+
+// candidate reports whether a listed job may be one the allocator manages:
+// not stopped, and not a system or sysbatch job (those run on every node).
+func candidate(s *api.JobListStub) bool {
+	return !s.Stop && s.Type != "system" && s.Type != "sysbatch"
 }
 
 // observeAllocs fills the job's live allocations, the model they hold and
@@ -180,8 +211,9 @@ func allocModel(a *api.AllocationListStub) string {
 }
 
 // capacity counts healthy GPUs per model on ready, eligible, undrained
-// nodes. It asks for node resources in the list (one call); a node the
-// list shows without resources is read on its own.
+// nodes of the GPU pool (every node without one). It asks for node
+// resources in the list (one call); a node the list shows without
+// resources is read on its own.
 func (c *Client) capacity(ctx context.Context) ([]allocator.Model, int, error) {
 	calls := 1
 	nodes, _, err := c.nomad.Nodes().List((&api.QueryOptions{Params: map[string]string{"resources": "true"}}).WithContext(ctx))
@@ -189,6 +221,7 @@ func (c *Client) capacity(ctx context.Context) ([]allocator.Model, int, error) {
 		return nil, calls, fmt.Errorf("listing nodes: %w", err)
 	}
 	gpus := map[string]int{}
+	outside := 0
 	for _, n := range nodes {
 		if n.Status != api.NodeStatusReady || n.SchedulingEligibility != api.NodeSchedulingEligible || n.Drain {
 			continue
@@ -205,31 +238,68 @@ func (c *Client) capacity(ctx context.Context) ([]allocator.Model, int, error) {
 		if res == nil {
 			continue
 		}
+		in := c.pool == "" || n.NodePool == c.pool
 		for _, d := range res.Devices {
 			if d == nil || d.Vendor != GPUVendor || d.Type != GPUType || d.Name == "" {
 				continue
 			}
 			for _, inst := range d.Instances {
-				if inst != nil && inst.Healthy {
+				switch {
+				case inst == nil || !inst.Healthy:
+				case in:
 					gpus[d.Name]++
+				default:
+					outside++
 				}
 			}
 		}
 	}
 	models := make([]allocator.Model, 0, len(gpus))
+	inside := 0
 	for name, n := range gpus {
 		models = append(models, allocator.Model{Name: name, GPUs: n})
+		inside += n
 	}
 	sort.Slice(models, func(a, b int) bool { return models[a].Name < models[b].Name })
+	c.warnPool(poolWarning(c.pool, inside, outside))
 	return models, calls, nil
+}
+
+// warnPool logs a warning about the GPU pool when it differs from the last
+// one, so a lasting condition is logged once.
+func (c *Client) warnPool(w string) {
+	c.mu.Lock()
+	changed := w != c.poolWarning
+	c.poolWarning = w
+	c.mu.Unlock()
+	if changed && w != "" {
+		c.log.Warn(w)
+	}
+}
+
+// poolWarning says what is wrong with the GPU pool given the healthy GPUs
+// on usable nodes inside and outside it; "" when nothing is.
+func poolWarning(pool string, inside, outside int) string {
+	switch {
+	case pool == "":
+		return ""
+	case inside == 0 && outside == 0:
+		return fmt.Sprintf("no healthy GPUs on ready, eligible nodes in node pool %q (fft-allocator -node-pool): put each GPU client in it with client { node_pool = %q }", pool, pool)
+	case inside == 0:
+		return fmt.Sprintf("no healthy GPUs on ready, eligible nodes in node pool %q (fft-allocator -node-pool), but %d on nodes in other pools: put each GPU client in it with client { node_pool = %q }, or set -node-pool to their pool (\"\" counts every node and holds jobs with the gate alone)", pool, outside, pool)
+	case outside > 0:
+		return fmt.Sprintf("%d healthy GPUs are on nodes outside node pool %q (fft-allocator -node-pool): FFT does not count them, and jobs in those pools may be placed on them without FFT", outside, pool)
+	}
+	return ""
 }
 
 // Apply carries out the plan: parks first (gate, then stop the job's
 // allocations; the gate blocks their reschedule), then migrations and
-// starts (lift the gate and steer the GPU request to the model). Every job
-// write is a check-and-set registration at the JobModifyIndex the round
-// observed, so a user's concurrent update wins and the job is re-read next
-// round. A change the job already shows costs no call.
+// starts (move the job into the GPU pool, lift the gate and steer the GPU
+// request to the model, in one registration). Every job write is a
+// check-and-set registration at the JobModifyIndex the round observed, so a
+// user's concurrent update wins and the job is re-read next round. A change
+// the job already shows costs no call.
 func (c *Client) Apply(ctx context.Context, p *live.Plan) live.ApplyResult {
 	var res live.ApplyResult
 	for _, ch := range p.Changes() {
@@ -239,7 +309,12 @@ func (c *Client) Apply(ctx context.Context, p *live.Plan) live.ApplyResult {
 			} else {
 				res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %v", ch.Action, ch.Job.ID, err))
 			}
+			continue
 		}
+		if res.Applied == nil {
+			res.Applied = map[live.Action]int{}
+		}
+		res.Applied[ch.Action]++
 	}
 	return res
 }
@@ -260,7 +335,8 @@ func (c *Client) apply(ctx context.Context, ch live.Change, res *live.ApplyResul
 	changed := false
 	switch ch.Action {
 	case live.ActionStart, live.ActionMigrate:
-		changed = SetGate(job, false)
+		changed = SetPool(job, c.pool)
+		changed = SetGate(job, false) || changed
 		if SteeredModel(job) != ch.Model {
 			if err := Steer(job, ch.Model); err != nil {
 				return err

@@ -40,7 +40,11 @@ func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/v1/jobs" && r.Method == http.MethodGet:
 		var stubs []*api.JobListStub
 		for _, j := range f.jobs {
-			stubs = append(stubs, &api.JobListStub{ID: *j.ID, Namespace: *j.Namespace, Type: *j.Type, JobModifyIndex: *j.JobModifyIndex, Status: "pending"})
+			stub := &api.JobListStub{ID: *j.ID, Namespace: *j.Namespace, Type: *j.Type, JobModifyIndex: *j.JobModifyIndex, Status: "pending"}
+			if r.URL.Query().Get("meta") == "true" {
+				stub.Meta = j.Meta
+			}
+			stubs = append(stubs, stub)
 		}
 		send(stubs)
 	case strings.HasPrefix(r.URL.Path, "/v1/job/") && r.Method == http.MethodGet:
@@ -79,7 +83,7 @@ func gpus(model string, healthy ...bool) *api.NodeDeviceResource {
 
 func node(id, status, elig string, drain bool, devs ...*api.NodeDeviceResource) *api.NodeListStub {
 	return &api.NodeListStub{ID: id, Status: status, SchedulingEligibility: elig, Drain: drain,
-		NodeResources: &api.NodeResources{Devices: devs}}
+		NodeResources: &api.NodeResources{Devices: devs}, NodePool: "gpu"}
 }
 
 func nomadJob(id string, meta map[string]string, gated bool) *api.Job {
@@ -150,7 +154,7 @@ func TestApply(t *testing.T) {
 	snap, _ := c.Observe(ctx)
 	p := live.Diff(snap.Jobs, map[string]string{"default/train": "A100"})
 	res := c.Apply(ctx, p)
-	if res.Calls != 1 || len(res.Errors) != 0 || len(res.Conflicts) != 0 || len(f.registers) != 1 {
+	if res.Calls != 1 || len(res.Errors) != 0 || len(res.Conflicts) != 0 || len(f.registers) != 1 || res.Applied[live.ActionStart] != 1 {
 		t.Fatalf("start: %+v, %d registers", res, len(f.registers))
 	}
 	reg := f.registers[0]
@@ -170,8 +174,68 @@ func TestApply(t *testing.T) {
 		t.Errorf("re-applying the same decision made %d calls, want 0", again.Calls)
 	}
 	res = c.Apply(ctx, live.Diff(snap.Jobs, nil))
-	if res.Calls != 2 || !reflect.DeepEqual(f.stopped, []string{"al1"}) || !Gated(f.jobs["train"]) {
+	if res.Calls != 2 || !reflect.DeepEqual(f.stopped, []string{"al1"}) || !Gated(f.jobs["train"]) || !reflect.DeepEqual(res.Applied, map[live.Action]int{live.ActionPark: 1}) {
 		t.Errorf("park: %+v, stopped %q, gated %v; want 2 calls, al1 stopped, gated", res, f.stopped, Gated(f.jobs["train"]))
+	}
+}
+
+// With a GPU node pool, capacity counts that pool's nodes only, a job outside the pool is
+// held without the gate, and a start moves it into the pool with the gate lifted and the model
+// steered, in one check-and-set registration.
+func TestNodePoolObserveAndStart(t *testing.T) {
+	f, c := newFake(t)
+	c.WithNodePool("gpu")
+	f.nodes = append(f.nodes, node("cpu1", "ready", "eligible", false, gpus("T4", true, true)))
+	f.nodes[len(f.nodes)-1].NodePool = "default"
+	plain := nomadJob("plain", map[string]string{"fft.work": "10", "fft.throughput": "A100=2"}, false)
+	plain.NodePool = new("default")
+	f.jobs["plain"] = plain
+	ctx := context.Background()
+	snap, err := c.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []allocator.Model{{Name: "A100", GPUs: 4}, {Name: "T4", GPUs: 1}}; !reflect.DeepEqual(snap.Models, want) {
+		t.Errorf("models = %+v, want %+v (the default pool's T4s left out)", snap.Models, want)
+	}
+	held := map[string][2]bool{}
+	for _, j := range snap.Jobs {
+		held[j.ID] = [2]bool{j.Gated, j.OffPool}
+	}
+	if want := map[string][2]bool{"default/plain": {false, true}, "default/train": {true, true}}; !reflect.DeepEqual(held, want) {
+		t.Errorf("(gated, off pool) = %v, want %v", held, want)
+	}
+	p := live.Diff(snap.Jobs, map[string]string{"default/plain": "A100"})
+	if len(p.Start) != 1 || len(p.Keep) != 1 || len(p.Park) != 0 {
+		t.Fatalf("plan %s: want plain started, train kept held without a write", p.GoString())
+	}
+	res := c.Apply(ctx, p)
+	if res.Calls != 1 || len(res.Errors)+len(res.Conflicts) != 0 || len(f.registers) != 1 {
+		t.Fatalf("start: %+v, %d registers; want one call", res, len(f.registers))
+	}
+	reg := f.registers[0]
+	if deref(reg.Job.NodePool) != "gpu" || Gated(reg.Job) || SteeredModel(reg.Job) != "A100" || !reg.EnforceIndex {
+		t.Errorf("start registered pool %q, gated %v, model %q, CAS %v; want gpu, ungated, A100, CAS",
+			deref(reg.Job.NodePool), Gated(reg.Job), SteeredModel(reg.Job), reg.EnforceIndex)
+	}
+}
+
+func TestPoolWarning(t *testing.T) {
+	for _, tc := range []struct {
+		pool            string
+		inside, outside int
+		want            string
+	}{
+		{"", 0, 4, ""},
+		{"gpu", 4, 0, ""},
+		{"gpu", 0, 0, `no healthy GPUs on ready, eligible nodes in node pool "gpu" (fft-allocator -node-pool): put each GPU client in it with client { node_pool = "gpu" }`},
+		{"gpu", 0, 3, `but 3 on nodes in other pools: put each GPU client in it with client { node_pool = "gpu" }, or set -node-pool to their pool`},
+		{"gpu", 2, 3, `3 healthy GPUs are on nodes outside node pool "gpu" (fft-allocator -node-pool): FFT does not count them`},
+	} {
+		got := poolWarning(tc.pool, tc.inside, tc.outside)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("poolWarning(%q, %d, %d) = %q, want it to hold %q", tc.pool, tc.inside, tc.outside, got, tc.want)
+		}
 	}
 }
 

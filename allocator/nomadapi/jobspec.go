@@ -8,10 +8,18 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
+// Two holds keep Nomad from placing a job before a round selects it.
+//
+// The node pool: the GPU clients are in their own pool (client { node_pool =
+// "gpu" }), so a job in any other pool, as a plain `nomad job run` leaves it
+// (pool "default"), stays pending with Nomad's own reason ("No nodes were
+// eligible for evaluation"); a start moves it into the pool.
+//
 // The gate: a job-level constraint that no node satisfies. While it is in
 // place a new job stays pending (Nomad's placement failure names it), and a
 // stopped allocation is not rescheduled; lifting it places the job. Nodes
-// never carry meta.fft_gate, so the constraint filters every node.
+// never carry meta.fft_gate, so the constraint filters every node. Parking
+// uses it, since a job already in the pool must stay there.
 const (
 	GateAttribute = "${meta.fft_gate}"
 	GateValue     = "held"
@@ -22,9 +30,10 @@ const (
 	GPUType   = "gpu"
 )
 
-// GateConstraint returns the constraint that holds a job. Job authors put it
-// in their jobspec, so even a plain `nomad job run` never starts the job
-// before a round selects it:
+// GateConstraint returns the constraint that holds a job. Without a GPU node
+// pool (fft-allocator -node-pool ""), job authors put it in their jobspec, so
+// that even a plain `nomad job run` never starts the job before a round
+// selects it:
 //
 //	constraint {
 //	  attribute = "${meta.fft_gate}"
@@ -61,6 +70,27 @@ func SetGate(job *api.Job, on bool) bool {
 		}
 	}
 	job.Constraints = kept
+	return true
+}
+
+// InPool reports whether Nomad may place the job on the nodes of pool: the
+// job's node pool is pool, or "all". With pool "" (no GPU pool) every job
+// may go anywhere.
+func InPool(job *api.Job, pool string) bool {
+	if pool == "" {
+		return true
+	}
+	p := deref(job.NodePool)
+	return p == pool || p == api.NodePoolAll
+}
+
+// SetPool moves the job into pool ("" leaves it where it is) and reports
+// whether the job changed.
+func SetPool(job *api.Job, pool string) bool {
+	if pool == "" || deref(job.NodePool) == pool {
+		return false
+	}
+	job.NodePool = &pool
 	return true
 }
 

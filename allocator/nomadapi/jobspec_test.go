@@ -45,6 +45,33 @@ func TestGate(t *testing.T) {
 	}
 }
 
+func TestNodePool(t *testing.T) {
+	for _, tc := range []struct {
+		name, jobPool, pool string
+		in, moved           bool
+	}{
+		{"plain nomad job run", "default", "gpu", false, true},
+		{"pool unset (no namespace default read yet)", "", "gpu", false, true},
+		{"in the GPU pool", "gpu", "gpu", true, false},
+		{"pool all reaches every node", "all", "gpu", true, true},
+		{"no GPU pool", "default", "", true, false},
+	} {
+		job := gpuJob("nvidia/gpu", 1, 1)
+		if tc.jobPool != "" {
+			job.NodePool = &tc.jobPool
+		}
+		if got := InPool(job, tc.pool); got != tc.in {
+			t.Errorf("%s: InPool(%q, %q) = %v, want %v", tc.name, tc.jobPool, tc.pool, got, tc.in)
+		}
+		if got := SetPool(job, tc.pool); got != tc.moved {
+			t.Errorf("%s: SetPool changed %v, want %v", tc.name, got, tc.moved)
+		}
+		if tc.pool != "" && (deref(job.NodePool) != tc.pool || SetPool(job, tc.pool)) {
+			t.Errorf("%s: after SetPool the job is in %q, want %q, and a second SetPool is a no-op", tc.name, deref(job.NodePool), tc.pool)
+		}
+	}
+}
+
 func TestGPUDemand(t *testing.T) {
 	for _, tc := range []struct {
 		name string

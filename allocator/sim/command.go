@@ -52,6 +52,8 @@ Simulate Options:
   -window=<lo:hi>      Measure only jobs lo..hi-1 and stop when they finish
                        (Gavel's continuous mode: -jobs=0 -window=4000:5000).
   -multi-gpu=<bool>    Generator draws 1/2/4/8-GPU jobs (default true).
+  -rng=<stream>        Generator's random numbers: ours (default) or gavel, the
+                       jobs Gavel's simulator generates for the same seed.
   -trace=<file>        Replay a trace (Gavel .trace, Shockwave .trace or our CSV) instead of generating.
   -skip-bad            Skip bad trace entries with a counted warning instead of failing.
   -big-jobs=<rule>     Jobs with more GPUs than the throughput table: reject, skip or extrapolate (default reject).
@@ -76,6 +78,7 @@ type commandOptions struct {
 	jobs           int
 	window         Window
 	multiGPU       bool
+	stream         Stream
 	trace          string
 	skipBad        bool
 	big            BigJobs
@@ -116,6 +119,7 @@ func parseCommand(args []string, stdout, stderr io.Writer) (*commandOptions, int
 		seeds    = fs.String("seeds", "0", "")
 		window   = fs.String("window", "", "")
 		big      = fs.String("big-jobs", "reject", "")
+		stream   = fs.String("rng", string(StreamOurs), "")
 		list     = fs.Bool("list", false, "")
 		o        = &commandOptions{}
 	)
@@ -195,6 +199,9 @@ func parseCommand(args []string, stdout, stderr io.Writer) (*commandOptions, int
 		return usage(errors.New("-jobs=0 (an endless stream) needs -window"))
 	}
 	if o.big, err = ParseBigJobs(*big); err != nil {
+		return usage(err)
+	}
+	if o.stream, err = ParseStream(*stream); err != nil {
 		return usage(err)
 	}
 	if o.roundSeconds < 0 || o.restartSeconds < 0 || o.parallel < 1 || o.maxRounds < 0 {
@@ -298,7 +305,7 @@ func runCommand(ctx context.Context, o *commandOptions, stdout, stderr io.Writer
 		if trace != nil {
 			return &SliceSource{Jobs: trace.Jobs}
 		}
-		return NewGenerator(GenConfig{Rate: rate, Seed: seed, MultiGPU: o.multiGPU, Jobs: o.jobs})
+		return NewGenerator(GenConfig{Rate: rate, Seed: seed, MultiGPU: o.multiGPU, Jobs: o.jobs, Stream: o.stream})
 	}
 	names := o.policies
 	if o.reference != "" {

@@ -75,6 +75,7 @@ func TestRunCommandUsage(t *testing.T) {
 		{"bad rate", []string{"-rates", "-1"}, 2, "-rates"},
 		{"endless without window", []string{"-jobs", "0"}, 2, "needs -window"},
 		{"bad window", []string{"-window", "5:1"}, 2, "-window"},
+		{"bad stream", []string{"-rng", "python"}, 2, `unknown random stream "python"`},
 		{"stray argument", []string{"extra"}, 2, "unexpected arguments"},
 		{"missing trace", []string{"-trace", "/nonexistent/x.trace", "-quiet"}, 1, "loading trace"},
 		{"bad trace", []string{"-trace", "testdata/gavel_msr_small.trace", "-cluster", "v100=36,p100=36,k80=36", "-quiet"}, 1, `field "scale_factor" = "16"`},

@@ -5,15 +5,18 @@ import (
 	"math"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsimple"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
 )
 
 // fileConfig is the -config file (HCL, or JSON when the name ends in .json).
 // Every setting is optional; see README.md for an example.
 type fileConfig struct {
-	Nomad     *nomadBlock  `hcl:"nomad,block"`
+	Nomad     *connBlock   `hcl:"nomad,block"`
 	Consul    *consulBlock `hcl:"consul,block"`
 	Round     *string      `hcl:"round,optional"`
 	HTTPAddr  *string      `hcl:"http_addr,optional"`
@@ -22,17 +25,29 @@ type fileConfig struct {
 	ID        *string      `hcl:"id,optional"`
 	LeaderTTL *string      `hcl:"leader_ttl,optional"`
 	Engine    *engineBlock `hcl:"engine,block"`
+
+	// -min-round-gap and -node-pool.
+	MinRoundGap *string `hcl:"min_round_gap,optional"`
+	NodePool    *string `hcl:"node_pool,optional"`
 }
 
-type nomadBlock struct {
-	Address *string `hcl:"address,optional"`
-	Token   *string `hcl:"token,optional"`
+// connBlock is how to reach Nomad (the nomad block) or Consul (the consul
+// block, less its prefix): connect.Settings, key for key.
+type connBlock struct {
+	Address       *string `hcl:"address,optional"`
+	Token         *string `hcl:"token,optional"`
+	CACert        *string `hcl:"ca_cert,optional"`
+	ClientCert    *string `hcl:"client_cert,optional"`
+	ClientKey     *string `hcl:"client_key,optional"`
+	TLSServerName *string `hcl:"tls_server_name,optional"`
+	TLSSkipVerify *bool   `hcl:"tls_skip_verify,optional"`
 }
 
+// consulBlock is a connBlock plus the KV prefix; the rest of the block is
+// decoded as a connBlock, so both blocks take the same connection keys.
 type consulBlock struct {
-	Address *string `hcl:"address,optional"`
-	Token   *string `hcl:"token,optional"`
-	Prefix  *string `hcl:"prefix,optional"`
+	Prefix *string  `hcl:"prefix,optional"`
+	Conn   hcl.Body `hcl:",remain"`
 }
 
 type engineBlock struct {
@@ -41,6 +56,7 @@ type engineBlock struct {
 	TransferGbps   *float64      `hcl:"transfer_gbps,optional"`
 	RestartSeconds *float64      `hcl:"restart_seconds,optional"`
 	NodeLimit      *int          `hcl:"node_limit,optional"`
+	TenantWeights  *bool         `hcl:"tenant_weights,optional"`
 }
 
 type weightsBlock struct {
@@ -75,16 +91,36 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 		*dst = d
 		return nil
 	}
+	// conn copies a connection block into s; the flags are connect's,
+	// named with prefix.
+	conn := func(prefix string, s *connect.Settings, b *connBlock) {
+		for _, x := range []struct {
+			flag   string
+			dst, v *string
+		}{
+			{"addr", &s.Address, b.Address}, {"token", &s.Token, b.Token}, {"ca-cert", &s.CACert, b.CACert},
+			{"client-cert", &s.ClientCert, b.ClientCert}, {"client-key", &s.ClientKey, b.ClientKey},
+			{"tls-server-name", &s.TLSServerName, b.TLSServerName},
+		} {
+			str(prefix+x.flag, x.dst, x.v)
+		}
+		if b.TLSSkipVerify != nil && !set[prefix+"tls-skip-verify"] {
+			s.TLSSkipVerify = *b.TLSSkipVerify
+		}
+	}
 	if fc.Nomad != nil {
-		str("nomad-addr", &f.nomadAddr, fc.Nomad.Address)
-		str("nomad-token", &f.nomadToken, fc.Nomad.Token)
+		conn("nomad-", &f.nomad, fc.Nomad)
 	}
 	if fc.Consul != nil {
-		str("consul-addr", &f.consulAddr, fc.Consul.Address)
-		str("consul-token", &f.consulToken, fc.Consul.Token)
+		var cb connBlock
+		if diags := gohcl.DecodeBody(fc.Consul.Conn, nil, &cb); diags.HasErrors() {
+			return eng, fmt.Errorf("reading -config %s: %w", path, diags)
+		}
+		conn("consul-", &f.consul, &cb)
 		str("consul-prefix", &f.prefix, fc.Consul.Prefix)
 	}
 	str("http-addr", &f.httpAddr, fc.HTTPAddr)
+	str("node-pool", &f.nodePool, fc.NodePool)
 	str("log-level", &f.logLevel, fc.LogLevel)
 	str("id", &f.id, fc.ID)
 	if fc.LogJSON != nil && !set["log-json"] {
@@ -94,6 +130,9 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 		return eng, err
 	}
 	if err := dur("leader-ttl", "leader_ttl", &f.leaderTTL, fc.LeaderTTL); err != nil {
+		return eng, err
+	}
+	if err := dur("min-round-gap", "min_round_gap", &f.minRoundGap, fc.MinRoundGap); err != nil {
 		return eng, err
 	}
 	if e := fc.Engine; e != nil {
@@ -136,6 +175,9 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 				return eng, fmt.Errorf("%s: engine volume_term = %q: expected \"total\" (the paper) or \"remaining\"", path, *v)
 			}
 			eng.Volume = allocator.VolumeTerm(*v)
+		}
+		if v := e.TenantWeights; v != nil {
+			f.tenantWeights = *v
 		}
 		if v := e.NodeLimit; v != nil {
 			if *v < 0 {

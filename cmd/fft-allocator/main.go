@@ -10,17 +10,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
-	consul "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
-	nomad "github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/live"
 	"github.com/nomad-fft/nomad-fft/allocator/nomadapi"
+	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
 	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
 )
 
@@ -44,19 +42,25 @@ func main() {
 }
 
 type flags struct {
-	nomadAddr, nomadToken   string
-	consulAddr, consulToken string
-	prefix                  string
-	round                   time.Duration
-	httpAddr                string
-	logLevel                string
-	logJSON                 bool
-	once                    bool
-	id                      string
-	leaderTTL               time.Duration
-	config                  string
+	// nomad and consul say how to reach each API: the environment, then
+	// the -config file, then the flags.
+	nomad, consul connect.Settings
+	prefix        string
+	round         time.Duration
+	minRoundGap   time.Duration
+	nodePool      string
+	httpAddr      string
+	logLevel      string
+	logJSON       bool
+	once          bool
+	id            string
+	leaderTTL     time.Duration
+	config        string
 	// engine is the round engine's configuration (defaults, then -config).
 	engine allocator.Config
+	// tenantWeights counts fft.weight in the fairness shares (-config's
+	// engine tenant_weights; off is the paper).
+	tenantWeights bool
 }
 
 func parse(args []string, stderr io.Writer) (*flags, error) {
@@ -68,13 +72,13 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&f.config, "config", "", "An HCL (or .json) configuration file; flags given on the command line override it, and it overrides the environment.")
-	fs.StringVar(&f.nomadAddr, "nomad-addr", "", "Nomad HTTP API address. Overrides NOMAD_ADDR (default http://127.0.0.1:4646).")
-	fs.StringVar(&f.nomadToken, "nomad-token", "", "Nomad ACL token. Overrides NOMAD_TOKEN.")
-	fs.StringVar(&f.consulAddr, "consul-addr", "", "Consul HTTP API address. Overrides CONSUL_HTTP_ADDR (default 127.0.0.1:8500).")
-	fs.StringVar(&f.consulToken, "consul-token", "", "Consul ACL token. Overrides CONSUL_HTTP_TOKEN.")
+	f.nomad.Flags(fs, "nomad-", "Nomad", connect.NomadEnv)
+	f.consul.Flags(fs, "consul-", "Consul", connect.ConsulEnv)
 	fs.StringVar(&f.prefix, "consul-prefix", consulstore.DefaultPrefix, "Consul KV prefix of the ledger and audit log, layout version included.")
 	fs.DurationVar(&f.round, "round", 300*time.Second, "Round length R.")
-	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:4650", "Address of the /v1/health, /v1/status and /v1/metrics endpoint; empty disables it.")
+	fs.DurationVar(&f.minRoundGap, "min-round-gap", 5*time.Second, "Least time between the starts of two rounds when a job's arrival or finish brings a round forward (a burst is one round); 0 turns early rounds off.")
+	fs.StringVar(&f.nodePool, "node-pool", "gpu", `Nomad node pool of the GPU clients: capacity counts its nodes only, and a managed job outside it is held until a round moves it in. "" counts every node and holds jobs with the gate constraint alone.`)
+	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:4650", "Address of the HTTP API (/v1/health, /v1/status, /v1/metrics, /v1/progress); empty disables it.")
 	fs.StringVar(&f.logLevel, "log-level", "info", "Log level: trace, debug, info, warn or error.")
 	fs.BoolVar(&f.logJSON, "log-json", false, "Write logs as JSON.")
 	fs.BoolVar(&f.once, "once", false, "Run one round and exit (status 1 if it failed). It does not take the leader lock.")
@@ -104,6 +108,12 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	if f.round < time.Second {
 		return nil, fmt.Errorf("-round=%s: want at least 1s", f.round)
 	}
+	if f.minRoundGap < 0 {
+		return nil, fmt.Errorf("-min-round-gap=%s: want 0 (no early rounds) or more", f.minRoundGap)
+	}
+	if f.nodePool == "all" {
+		return nil, fmt.Errorf(`-node-pool=%q: Nomad's pool of every node holds no job back; name the GPU clients' pool, or "" for none`, f.nodePool)
+	}
 	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
 		return nil, fmt.Errorf("-log-level=%q: want trace, debug, info, warn or error", f.logLevel)
 	}
@@ -123,39 +133,24 @@ func run(args []string, stderr io.Writer) int {
 		Name: "fft-allocator", Level: hclog.LevelFromString(f.logLevel), JSONFormat: f.logJSON, Output: stderr,
 	})
 
-	ncfg := nomad.DefaultConfig() // reads NOMAD_ADDR, NOMAD_TOKEN, NOMAD_CACERT, ...
-	if f.nomadAddr != "" {
-		ncfg.Address = f.nomadAddr
-	}
-	if f.nomadToken != "" {
-		ncfg.SecretID = f.nomadToken
-	}
-	nc, err := nomad.NewClient(ncfg)
+	nc, err := f.nomad.Nomad()
 	if err != nil {
-		log.Error("creating the Nomad client", "address", ncfg.Address, "error", err)
+		log.Error("connecting to Nomad; check the -nomad-* flags, the nomad block of -config and NOMAD_*", "error", err)
 		return 1
 	}
-	ccfg := consul.DefaultConfig() // reads CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN, CONSUL_CACERT, ...
-	if f.consulAddr != "" {
-		ccfg.Address = strings.TrimPrefix(strings.TrimPrefix(f.consulAddr, "http://"), "https://")
-		if strings.HasPrefix(f.consulAddr, "https://") {
-			ccfg.Scheme = "https"
-		}
-	}
-	if f.consulToken != "" {
-		ccfg.Token = f.consulToken
-	}
-	cc, err := consul.NewClient(ccfg)
+	cc, err := f.consul.Consul()
 	if err != nil {
-		log.Error("creating the Consul client", "address", ccfg.Address, "error", err)
+		log.Error("connecting to Consul; check the -consul-* flags, the consul block of -config and CONSUL_*", "error", err)
 		return 1
 	}
+	ccfg := f.consul.ConsulConfig()
 
 	cfg := f.engine
 	cfg.RoundSeconds = f.round.Seconds()
-	na := nomadapi.New(nc, log.Named("nomad"))
+	na := nomadapi.New(nc, log.Named("nomad")).WithNodePool(f.nodePool)
 	store := consulstore.New(cc, f.prefix).WithLog(log.Named("leader").Info)
-	svc := live.New(na, na, store, live.WithConfig(cfg), live.WithLogger(log))
+	svc := live.New(na, na, store, live.WithConfig(cfg), live.WithLogger(log), live.WithTenantWeights(f.tenantWeights),
+		live.WithEarlyRounds(f.minRoundGap))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -170,7 +165,8 @@ func run(args []string, stderr io.Writer) int {
 		defer srv.Close()
 		log.Info("HTTP API listening", "address", ln.Addr().String())
 	}
-	log.Info("starting", "id", f.id, "nomad", ncfg.Address, "consul", ccfg.Address, "prefix", f.prefix, "round", f.round)
+	log.Info("starting", "id", f.id, "nomad", nc.Address(), "consul", ccfg.Scheme+"://"+ccfg.Address, "prefix", f.prefix,
+		"round", f.round, "tenant_weights", f.tenantWeights, "min_round_gap", f.minRoundGap, "node_pool", f.nodePool)
 	if f.once {
 		if _, err := svc.RunRound(ctx); err != nil {
 			return 1

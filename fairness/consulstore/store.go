@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/consul/api"
 
@@ -17,8 +18,9 @@ import (
 )
 
 var (
-	_ live.Store          = (*Store)(nil)
-	_ live.ProgressReader = (*Store)(nil)
+	_ live.Store            = (*Store)(nil)
+	_ live.ProgressReader   = (*Store)(nil)
+	_ live.ProgressReporter = (*Store)(nil)
 )
 
 // Layout is the version of the key layout below the prefix. A reader that
@@ -34,7 +36,8 @@ const maxTxnOps = 64
 
 // The keys below the prefix:
 //
-//	<prefix>/ledger                 {"layout":1,"round":N}: the next round; its ModifyIndex is the CAS version
+//	<prefix>/ledger                 {"layout":1,"round":N,"clock":C,"start":T}: the next round, the fairness
+//	                                clock and the last round's start; its ModifyIndex is the CAS version
 //	<prefix>/jobs/<namespace>/<job> one live.JobRecord per job (JSON)
 //	<prefix>/rounds/<round>         one live.RoundRecord per round, the audit log (round zero-padded to 12 digits)
 //	<prefix>/leader                 the leader lock (see Lead); its value is the holder's id
@@ -77,9 +80,15 @@ func (s *Store) logf(msg string, kv ...any) {
 	}
 }
 
+// ledgerValue is the ledger key's value. Clock and Start came after layout
+// 1's first version: a ledger without them counted whole rounds only, so its
+// clock is its round, and no start means the next round keeps the last
+// round's credit whole.
 type ledgerValue struct {
-	Layout int `json:"layout"`
-	Round  int `json:"round"`
+	Layout int        `json:"layout"`
+	Round  int        `json:"round"`
+	Clock  *float64   `json:"clock,omitempty"`
+	Start  *time.Time `json:"start,omitempty"`
 }
 
 // RoundKey returns the key of round n's record.
@@ -97,10 +106,17 @@ func (s *Store) Load(ctx context.Context) (*live.Ledger, error) {
 	}
 	l := &live.Ledger{Jobs: map[string]live.JobRecord{}}
 	if pair != nil {
-		if l.Round, err = decodeLedger(pair); err != nil {
+		v, err := decodeLedger(pair)
+		if err != nil {
 			return nil, err
 		}
-		l.Version = pair.ModifyIndex
+		l.Round, l.Version, l.Clock = v.Round, pair.ModifyIndex, float64(v.Round)
+		if v.Clock != nil {
+			l.Clock = *v.Clock
+		}
+		if v.Start != nil {
+			l.Start = *v.Start
+		}
 	}
 	pairs, _, err := s.kv.List(s.prefix+dirJobs, q)
 	if err != nil {
@@ -122,7 +138,11 @@ func (s *Store) Load(ctx context.Context) (*live.Ledger, error) {
 // a round is never recorded twice; job records beyond what one transaction
 // carries follow in transactions guarded by the new ledger version.
 func (s *Store) Record(ctx context.Context, prev, next *live.Ledger, rec *live.RoundRecord) error {
-	ledger, err := json.Marshal(ledgerValue{Layout: Layout, Round: next.Round})
+	lv := ledgerValue{Layout: Layout, Round: next.Round, Clock: &next.Clock}
+	if !next.Start.IsZero() {
+		lv.Start = &next.Start
+	}
+	ledger, err := json.Marshal(lv)
 	if err != nil {
 		return fmt.Errorf("encoding the ledger: %w", err)
 	}
@@ -336,22 +356,22 @@ func (s *Store) NextRound(ctx context.Context, waitIndex uint64) (int, uint64, e
 	if pair == nil {
 		return 0, meta.LastIndex, nil
 	}
-	next, err := decodeLedger(pair)
+	v, err := decodeLedger(pair)
 	if err != nil {
 		return 0, 0, err
 	}
-	return next, meta.LastIndex, nil
+	return v.Round, meta.LastIndex, nil
 }
 
-// decodeLedger returns the next round the ledger value holds, refusing a
-// layout this code does not read.
-func decodeLedger(pair *api.KVPair) (int, error) {
+// decodeLedger decodes the ledger value, refusing a layout this code does
+// not read.
+func decodeLedger(pair *api.KVPair) (ledgerValue, error) {
 	var v ledgerValue
 	if err := json.Unmarshal(pair.Value, &v); err != nil {
-		return 0, fmt.Errorf("decoding %s: %w", pair.Key, err)
+		return v, fmt.Errorf("decoding %s: %w", pair.Key, err)
 	}
 	if v.Layout != Layout {
-		return 0, fmt.Errorf("%s has layout %d, this code reads layout %d", pair.Key, v.Layout, Layout)
+		return v, fmt.Errorf("%s has layout %d, this code reads layout %d", pair.Key, v.Layout, Layout)
 	}
-	return v.Round, nil
+	return v, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -80,14 +82,30 @@ func TestStoreAgainstConsul(t *testing.T) {
 	}
 	delete(next2.Jobs, "default/job-000")
 	r := next2.Jobs["default/job-001"]
-	r.Rho, r.Status = 0.25, live.StatusRunning
+	r.Rho, r.Status, r.User, r.Weight = 0.25, live.StatusRunning, "alice", 2
 	next2.Jobs["default/job-001"] = r
 	if err := s.Record(ctx, cur, next2, &live.RoundRecord{Round: 1}); err != nil {
 		t.Fatalf("Record round 1: %v", err)
 	}
 	got, _ = s.Load(ctx)
-	if _, ok := got.Jobs["default/job-000"]; ok || got.Jobs["default/job-001"].Rho != 0.25 || got.Round != 2 {
+	if _, ok := got.Jobs["default/job-000"]; ok || !reflect.DeepEqual(got.Jobs["default/job-001"], r) || got.Round != 2 {
 		t.Errorf("after round 1: job-000 kept %v, job-001 %+v, round %d", ok, got.Jobs["default/job-001"], got.Round)
+	}
+	// The fairness clock and the last round's start survive; a ledger written before they
+	// existed counted whole rounds, so its clock is its round and its start unknown.
+	start := time.Date(2025, 6, 1, 12, 0, 0, 500, time.UTC)
+	next3 := &live.Ledger{Round: 3, Clock: 2.25, Start: start, Jobs: got.Jobs}
+	if err := s.Record(ctx, got, next3, &live.RoundRecord{Round: 2}); err != nil {
+		t.Fatalf("Record round 2: %v", err)
+	}
+	if got, _ = s.Load(ctx); got.Clock != 2.25 || !got.Start.Equal(start) {
+		t.Errorf("clock %g, start %v after recording %g, %v", got.Clock, got.Start, next3.Clock, start)
+	}
+	if _, err := c.KV().Put(&api.KVPair{Key: "test/old/v1/ledger", Value: []byte(`{"layout":1,"round":7}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if old, err := New(c, "test/old/v1").Load(ctx); err != nil || old.Round != 7 || old.Clock != 7 || !old.Start.IsZero() {
+		t.Errorf("Load of a ledger without clock = %+v, %v; want round 7, clock 7, no start", old, err)
 	}
 	if _, err := s.ReadRound(ctx, 9); !errors.Is(err, ErrNoRound) {
 		t.Errorf("ReadRound of a missing round: %v", err)
@@ -119,6 +137,19 @@ func TestStoreAgainstConsul(t *testing.T) {
 		if err := s.ReportProgress(ctx, bad.id, bad.done); err == nil {
 			t.Errorf("ReportProgress(%q, %g) accepted", bad.id, bad.done)
 		}
+	}
+	// The allocator's progress endpoint writes the same key, through a
+	// service that does not lead (a standby).
+	srv := httptest.NewServer(live.Handler(live.New(nil, nil, s)))
+	defer srv.Close()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL+"/v1/progress/team/job-y", strings.NewReader(`{"done": 3.5}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if prog, _ := s.Progress(ctx); resp.StatusCode != http.StatusOK || prog["team/job-y"] != 3.5 {
+		t.Errorf("PUT /v1/progress/team/job-y: status %d, then Progress = %v; want 200 and 3.5", resp.StatusCode, prog)
 	}
 
 	// Keys live under the versioned prefix.

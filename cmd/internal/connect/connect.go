@@ -47,7 +47,7 @@ func (s *Settings) Flags(fs *flag.FlagSet, prefix, what string, env Env) {
 // Env names one tool's environment variables.
 type Env struct {
 	Address, Token, CACert, ClientCert, ClientKey, TLSServerName, TLSSkipVerify string
-	DefaultAddress                                                             string
+	DefaultAddress                                                              string
 }
 
 // NomadEnv and ConsulEnv are the variables the nomad and consul CLIs read.

@@ -29,15 +29,17 @@ const (
 	modelA100 = "NVIDIA A100-SXM4-40GB"
 	prefix    = "fft-e2e/v1"
 	taskName  = "train"
+	gpuPool   = "gpu"
 )
 
-// A job submitted with fft. meta stays pending until the allocator's round selects it, then
+// Without a GPU node pool (-node-pool "", clients in the default pool), a job submitted with
+// fft. meta and the gate constraint stays pending until the allocator's round selects it, then
 // runs on the chosen model; the round's audit record and the job's rho are in Consul KV, and a
 // job with bad fft. meta is reported and left untouched.
 func TestAllocatorSelectsAndSteers(t *testing.T) {
 	st := startStack(t, []testenv.FakeGPUClient{
-		{Name: "v100", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
-		{Name: "a100", Model: modelA100, Count: 2},
+		{Name: "v100", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`, NodePool: api.NodePoolDefault},
+		{Name: "a100", Model: modelA100, Count: 2, NodePool: api.NodePoolDefault},
 	})
 	c, cs := st.Cluster, st.consul
 	a100Devices := map[string]bool{}
@@ -53,16 +55,16 @@ func TestAllocatorSelectsAndSteers(t *testing.T) {
 
 	jobspec := trainJobspec(t)
 	// The job runs 4x faster on the A100 and both models are free: the round picks the A100.
-	train := parseJob(t, c.API, jobspec, "fft-train", `throughput = "NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=1"`)
+	train := withGate(parseJob(t, c.API, jobspec, "fft-train", `throughput = "NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=1"`))
 	evalID := register(t, c.API, train)
 	// A job with bad meta: negative work and a typo in a key.
-	bad := parseJob(t, c.API, jobspec, "fft-bad", `work = "-5"`)
+	bad := withGate(parseJob(t, c.API, jobspec, "fft-bad", `work = "-5"`))
 	bad.Meta["fft.troughput"] = "x=1"
 	register(t, c.API, bad)
 	// Valid meta that no model of this cluster can run: a model no client has, and more GPUs
 	// than any model has.
-	register(t, c.API, parseJob(t, c.API, jobspec, "fft-unknown-model", `throughput = "NVIDIA H100 80GB HBM3=3"`))
-	register(t, c.API, parseJob(t, c.API, jobspec, "fft-too-big", `gpu_count = 8`))
+	register(t, c.API, withGate(parseJob(t, c.API, jobspec, "fft-unknown-model", `throughput = "NVIDIA H100 80GB HBM3=3"`)))
+	register(t, c.API, withGate(parseJob(t, c.API, jobspec, "fft-too-big", `gpu_count = 8`)))
 
 	// Before any round: the gate holds the job, and Nomad's placement failure names it.
 	var eval *api.Evaluation
@@ -97,7 +99,7 @@ func TestAllocatorSelectsAndSteers(t *testing.T) {
 
 	// Start the allocator with 2-second rounds.
 	httpPort := testenv.FreePorts(t, 1)[0]
-	proc := st.allocator(t, "fft-allocator",
+	proc := st.allocator(t, "fft-allocator", "-node-pool", "",
 		"-round", "2s", "-http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort), "-log-level", "debug")
 
 	// The round selects the job, lifts the gate and steers it to the A100 client.
@@ -260,8 +262,15 @@ type stack struct {
 	root, bin string
 }
 
+// startStack puts every client without a node pool in "gpu", the allocator's default
+// -node-pool.
 func startStack(tb testing.TB, clients []testenv.FakeGPUClient) *stack {
 	tb.Helper()
+	for i := range clients {
+		if clients[i].NodePool == "" {
+			clients[i].NodePool = gpuPool
+		}
+	}
 	nomad := testenv.RequireNomad(tb)
 	consul := testenv.RequireConsul(tb)
 	st := &stack{bin: testenv.MainBinary(tb, "fft-allocator"), root: testenv.TempDir(tb)}
@@ -305,6 +314,14 @@ func parseJob(t testing.TB, c *api.Client, jobspec, id, vars string) *api.Job {
 	return job
 }
 
+// withGate adds the gate constraint a jobspec carries when the allocator runs without a GPU
+// node pool (jobspecs/fft-train.nomad.hcl shows it commented out).
+func withGate(job *api.Job) *api.Job {
+	job.Constraints = append(job.Constraints, &api.Constraint{LTarget: "${meta.fft_gate}", RTarget: "held", Operand: "="})
+	return job
+}
+
+// register submits the job as `nomad job run` does.
 func register(t testing.TB, c *api.Client, job *api.Job) string {
 	t.Helper()
 	resp, _, err := c.Jobs().Register(job, nil)

@@ -25,9 +25,13 @@ type roundLine struct {
 }
 
 type roundRec struct {
-	Round int         `json:"round"`
-	Jobs  []roundLine `json:"jobs"`
-	Apply struct {
+	Round       int         `json:"round"`
+	Start       string      `json:"start"`
+	Trigger     string      `json:"trigger"`
+	TriggerJobs []string    `json:"trigger_jobs"`
+	CreditKept  float64     `json:"credit_kept"`
+	Jobs        []roundLine `json:"jobs"`
+	Apply       struct {
 		Calls     int      `json:"calls"`
 		Conflicts []string `json:"conflicts"`
 		Errors    []string `json:"errors"`
@@ -36,7 +40,8 @@ type roundRec struct {
 
 // When a job with much lower FFT cost arrives and the GPUs are taken, the running job is
 // preempted (gated, its allocation stopped with time to checkpoint), the new job runs, and the
-// preempted job resumes once the GPUs are free; its rho rises while it waits.
+// preempted job resumes once the GPUs are free; its rho rises while it waits and falls while it
+// runs again, faster than its fair share (a third job, too costly to run, shares the cluster).
 func TestAllocatorPreemptsAndResumes(t *testing.T) {
 	st := startStack(t, []testenv.FakeGPUClient{{Name: "a100", Model: modelA100, Count: 2}})
 	c, cs := st.Cluster, st.consul
@@ -48,6 +53,11 @@ func TestAllocatorPreemptsAndResumes(t *testing.T) {
 	long := parseJob(t, c.API, jobspec, "long", `work = "100"
 seconds = 600`)
 	register(t, c.API, long)
+	// slow: W = 1000 at 1 per round, volume term 2000: it waits all along, and while it does,
+	// long's fair share is half the GPUs (2 per round), half of what long gets when it runs.
+	register(t, c.API, parseJob(t, c.API, jobspec, "slow", `work = "1000"
+seconds = 600
+throughput = "NVIDIA A100-SXM4-40GB=1"`))
 	first := waitAlloc(t, c.API, proc, "long", "running", "")
 
 	short := parseJob(t, c.API, jobspec, "short", `work = "8"
@@ -80,40 +90,72 @@ seconds = 5`)
 	}
 
 	// The audit log tells the story: long parked in some round, its rho rising while it waited,
-	// and started again later.
-	rounds := readRounds(t, cs)
-	parkRound, rose, restart := -1, false, -1
-	for _, r := range rounds {
-		for _, l := range r.Jobs {
-			if l.ID != "default/long" {
-				continue
-			}
-			switch {
-			case l.Action == "park" && parkRound < 0:
-				parkRound = r.Round
-				if r.Apply.Calls < 2 {
-					t.Errorf("round %d parked long with %d API calls, want 2+ (gate, stop)", r.Round, r.Apply.Calls)
+	// started again later, and its rho falling while it runs again. The rounds after the
+	// restart may not be recorded yet: read until one shows the fall.
+	var parkRound, parkCalls, restart, fell int
+	var rose bool
+	testenv.Eventually(t, 60*time.Second, time.Second, "the audit log shows long's rho falling after its restart", func() error {
+		parkRound, rose, restart, fell = -1, false, -1, -1
+		for _, r := range readRounds(t, cs) {
+			for _, l := range r.Jobs {
+				if l.ID != "default/long" {
+					continue
 				}
-			case parkRound >= 0 && l.Model == "" && l.RhoAfter > l.RhoBefore:
-				rose = true
-			case parkRound >= 0 && l.Action == "start" && restart < 0:
-				restart = r.Round
+				switch {
+				case l.Action == "park" && parkRound < 0:
+					parkRound, parkCalls = r.Round, r.Apply.Calls
+				case parkRound >= 0 && restart < 0 && l.Model == "" && l.RhoAfter > l.RhoBefore:
+					rose = true
+				case parkRound >= 0 && l.Action == "start" && restart < 0:
+					restart = r.Round
+				}
+				if restart >= 0 && fell < 0 && l.Model == modelA100 && l.RhoAfter < l.RhoBefore {
+					fell = r.Round
+				}
+			}
+			if len(r.Apply.Errors) > 0 {
+				t.Fatalf("round %d apply errors: %q", r.Round, r.Apply.Errors)
 			}
 		}
-		if len(r.Apply.Errors) > 0 {
-			t.Errorf("round %d apply errors: %q", r.Round, r.Apply.Errors)
+		if parkRound < 0 || !rose || restart < 0 || fell < 0 {
+			return fmt.Errorf("park round %d, rho rose while waiting %v, restart round %d, rho fell while running round %d", parkRound, rose, restart, fell)
+		}
+		return nil
+	})
+	t.Logf("long parked in round %d, restarted in round %d, rho fell in round %d", parkRound, restart, fell)
+	if parkCalls < 2 {
+		t.Errorf("round %d parked long with %d API calls, want 2+ (gate, stop)", parkRound, parkCalls)
+	}
+	// The job's record in Consul agrees: its rho is below the highest it reached while waiting.
+	var peak float64
+	for _, r := range readRounds(t, cs) {
+		for _, l := range r.Jobs {
+			if l.ID == "default/long" && r.Round < restart {
+				peak = max(peak, l.RhoAfter)
+			}
 		}
 	}
-	if parkRound < 0 || !rose || restart < 0 {
-		t.Errorf("audit log: park round %d, rho rose while waiting %v, restart round %d; want all", parkRound, rose, restart)
+	var rec struct {
+		Rho    float64 `json:"rho"`
+		Status string  `json:"status"`
+	}
+	readKV(t, cs, prefix+"/jobs/default/long", &rec)
+	if rec.Status != "running" || !(rec.Rho < peak) {
+		t.Errorf("long's record: status %q, rho %g; want running, below its peak %g while waiting", rec.Status, rec.Rho, peak)
 	}
 }
 
 // waitAlloc waits for jobID to have an allocation other than `not` in client status `want`.
 func waitAlloc(t *testing.T, c *api.Client, proc *testenv.Process, jobID, want, not string) *api.Allocation {
 	t.Helper()
+	return waitAllocWithin(t, 90*time.Second, c, proc, jobID, want, not)
+}
+
+// waitAllocWithin is waitAlloc with its own timeout, for tests where time is what is checked.
+func waitAllocWithin(t *testing.T, timeout time.Duration, c *api.Client, proc *testenv.Process, jobID, want, not string) *api.Allocation {
+	t.Helper()
 	var found *api.Allocation
-	testenv.Eventually(t, 90*time.Second, 500*time.Millisecond, jobID+" has a "+want+" allocation", func() error {
+	testenv.Eventually(t, timeout, 250*time.Millisecond, jobID+" has a "+want+" allocation", func() error {
 		if proc.Exited() {
 			t.Fatalf("fft-allocator exited")
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -59,4 +60,27 @@ func CleanupBinaries() {
 	for _, dir := range binDirs {
 		_ = os.RemoveAll(dir)
 	}
+}
+
+// RunMainTest runs `go test -count=1 -v -run '^name$' ./pkg` in the main module, with env added
+// to the environment, and fails t unless that test ran and passed. It is how a test here
+// exercises main-module code that this module cannot import (its Nomad API version differs)
+// against the agents it started.
+func RunMainTest(t testing.TB, pkg, name string, env ...string) string {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "test", "-count=1", "-v", "-run", "^"+name+"$", "./"+pkg)
+	cmd.Dir = root
+	cmd.Env = append(append(os.Environ(), "GOWORK=off"), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go test -run %s ./%s: %v\n%s", name, pkg, err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+name+" ") {
+		t.Fatalf("go test -run %s ./%s did not run the test (skipped?):\n%s", name, pkg, out)
+	}
+	return string(out)
 }

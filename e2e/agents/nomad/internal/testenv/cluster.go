@@ -19,6 +19,9 @@ type FakeGPUClient struct {
 	Count int
 	// Extra is more HCL inside the fake gpu block.
 	Extra string
+	// NodePool is the client's node pool ("": Nomad's "default"). Nomad creates a pool the
+	// first time a client names it.
+	NodePool string
 }
 
 // Cluster is one Nomad server and its clients, each on its own ports and data dir.
@@ -30,8 +33,9 @@ type Cluster struct {
 }
 
 // StartCluster starts a Nomad server and one client per FakeGPUClient under root, each
-// client loading the device plugin with its fake model and raw_exec (no cgroups), and waits
-// until every client is ready with its devices. Everything stops when the test ends.
+// client loading the device plugin with its fake model and raw_exec (no cgroups) and in its
+// node pool, and waits until every client is ready with its devices. Everything stops when the
+// test ends.
 func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cluster {
 	t.Helper()
 	pluginDir := PluginDir(t)
@@ -93,6 +97,7 @@ client {
   servers           = [%q]
   network_interface = "lo"
   cgroup_parent     = "fft-e2e-%s"
+  %s
 }
 plugin "raw_exec" {
   config {
@@ -112,7 +117,7 @@ plugin "nomad-device-fft" {
     }
   }
 }
-`, pluginDir, server.RPCAddr, fc.Name, fc.Model, fc.Count, fc.Extra)))
+`, pluginDir, server.RPCAddr, fc.Name, nodePoolLine(fc.NodePool), fc.Model, fc.Count, fc.Extra)))
 	}
 
 	Eventually(t, 120*time.Second, 500*time.Millisecond, "clients ready with devices", func() error {
@@ -136,6 +141,9 @@ plugin "nomad-device-fft" {
 			if found == nil || found.Status != "ready" {
 				return fmt.Errorf("node %s not ready (%v)", want, found)
 			}
+			if pool := nodePoolOr(fc.NodePool); found.NodePool != pool {
+				t.Fatalf("node %s is in node pool %q, want %q", want, found.NodePool, pool)
+			}
 			node, _, err := c.API.Nodes().Info(found.ID, nil)
 			if err != nil {
 				return err
@@ -148,6 +156,22 @@ plugin "nomad-device-fft" {
 		return nil
 	})
 	return c
+}
+
+// nodePoolLine is the client block's node_pool line, "" for Nomad's default pool.
+func nodePoolLine(pool string) string {
+	if pool == "" {
+		return ""
+	}
+	return fmt.Sprintf("node_pool         = %q", pool)
+}
+
+// nodePoolOr returns the pool a client with this setting ends up in.
+func nodePoolOr(pool string) string {
+	if pool == "" {
+		return api.NodePoolDefault
+	}
+	return pool
 }
 
 // VisibleDevices reads task's stdout in alloc and returns, sorted, the GPU ids of the first
