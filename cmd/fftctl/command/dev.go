@@ -209,8 +209,8 @@ var sampleWorkload = []sampleJob{
 		"throughput=" + devcluster.ModelA100 + "=1.5," + devcluster.ModelV100 + "=1"}},
 }
 
-// submitWorkload submits the sample jobs held, as fftctl run does, in the
-// GPU clients' node pool; their tasks report progress with this fftctl.
+// submitWorkload submits the sample jobs held, as fftctl run does; their
+// tasks report progress with this fftctl.
 func (c *DevCommand) submitWorkload(ctx context.Context, nc *nomad.Client, consulAddr string) error {
 	src, err := jobspecs.FS.ReadFile(jobspecs.Train)
 	if err != nil {
@@ -225,7 +225,7 @@ func (c *DevCommand) submitWorkload(ctx context.Context, nc *nomad.Client, consu
 		if err != nil {
 			return err
 		}
-		job, err := heldJob(nc, jobspec{HCL: string(src), Variables: vars, Namespace: "default", ID: sj.id, NodePool: devcluster.DefaultNodePool})
+		job, err := heldJob(nc, jobspec{HCL: string(src), Variables: vars, Namespace: "default", ID: sj.id})
 		if err != nil {
 			return fmt.Errorf("job %s: %w", sj.id, err)
 		}
@@ -257,6 +257,7 @@ func readyText(cl *devcluster.Cluster) string {
       fftctl status                     # the queue and the GPU models
       fftctl explain default/resnet50   # why a job runs where it does, or waits
       fftctl audit default/resnet50     # its ledger, round by round
+      fftctl run -var gpu_count=1 jobspecs/fft-train.nomad.hcl   # one more job
       curl %s/v1/status   # the allocator's own view
 
     Logs and data are in %s. Ctrl-C stops the cluster.

@@ -30,9 +30,10 @@ func (c *RunCommand) Help() string {
 Parses the HCL jobspec JOBSPEC ("-" reads standard input) with Nomad's
 parse API, checks its fft. job meta as the fft-allocator will, adds the
 gate constraint on ${meta.fft_gate} and registers the job. Nomad then
-holds it (pending) until an fft-allocator round selects it and lifts the
-gate. A jobspec that breaks the fft. contract is not submitted: every
-bad key is named with its value and what is expected.
+holds it (pending) until an fft-allocator round selects it, lifts the
+gate and moves it into the GPU node pool. A jobspec that breaks the fft.
+contract is not submitted: every bad key is named with its value and what
+is expected.
 
 Follow the job with "fftctl status" and "fftctl explain JOB".
 `, runOptions, "Run", c.ownFlags)

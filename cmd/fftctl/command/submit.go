@@ -22,9 +22,6 @@ type jobspec struct {
 	// ID, when set, replaces the job's ID and name (the dev cluster submits
 	// one jobspec several times).
 	ID string
-	// NodePool, when set, replaces the job's node pool (the dev cluster's
-	// GPU clients are in their own pool).
-	NodePool string
 }
 
 // contractError is a jobspec whose fft. meta breaks the contract.
@@ -56,9 +53,6 @@ func heldJob(client *nomad.Client, js jobspec) (*nomad.Job, error) {
 	}
 	if job.Namespace == nil || *job.Namespace == "" {
 		job.Namespace = &js.Namespace
-	}
-	if js.NodePool != "" {
-		job.NodePool = &js.NodePool
 	}
 	if err := checkContract(job); err != nil {
 		return nil, err

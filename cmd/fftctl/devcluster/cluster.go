@@ -39,9 +39,8 @@ type Config struct {
 	// Bin names the programs to run; Start finds those left empty (see
 	// Binaries).
 	Bin Binaries
-	// Clients default to DefaultClients, NodePool to DefaultNodePool.
-	Clients  []GPUClient
-	NodePool string
+	// Clients default to DefaultClients.
+	Clients []GPUClient
 	// Progress hears about each step; nil ignores them.
 	Progress func(string)
 }
@@ -66,9 +65,6 @@ type Cluster struct {
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Clients == nil {
 		cfg.Clients = DefaultClients
-	}
-	if cfg.NodePool == "" {
-		cfg.NodePool = DefaultNodePool
 	}
 	if cfg.Progress == nil {
 		cfg.Progress = func(string) {}
@@ -173,8 +169,8 @@ func (c *Cluster) start(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		progress(fmt.Sprintf("Starting Nomad client %s: %d x %s (node pool %q)", gc.Name, gc.Count, gc.Model, c.cfg.NodePool))
-		proc, err := c.launchNomad("nomad-client-"+gc.Name, clientConfig(dir, pluginDir, p, c.ConsulAddr, serverRPC, c.cfg.NodePool, gc))
+		progress(fmt.Sprintf("Starting Nomad client %s: %d x %s (node pool %q)", gc.Name, gc.Count, gc.Model, NodePool))
+		proc, err := c.launchNomad("nomad-client-"+gc.Name, clientConfig(dir, pluginDir, p, c.ConsulAddr, serverRPC, NodePool, gc))
 		if err != nil {
 			return err
 		}

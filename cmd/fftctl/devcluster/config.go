@@ -31,8 +31,11 @@ var DefaultClients = []GPUClient{
 	{Name: "v100", Model: ModelV100, Count: 4, MemoryMiB: 16384},
 }
 
-// DefaultNodePool is the node pool of the GPU clients.
-const DefaultNodePool = "gpu"
+// NodePool is the GPU clients' node pool: fft-allocator's default
+// -node-pool, which it counts capacity in and moves a job into when a round
+// starts it. A job submitted without a pool waits in "default", which has
+// no nodes.
+const NodePool = "gpu"
 
 // nomadPorts are the three ports a Nomad agent binds.
 type nomadPorts struct{ HTTP, RPC, Serf int }
