@@ -11,9 +11,11 @@
 #
 # The task prints NVIDIA_VISIBLE_DEVICES and sleeps for `seconds`, so it also runs on clients
 # whose plugin presents `fake` GPUs. Like a real training task it writes a "checkpoint" when it
-# gets its stop signal: a parked (preempted) job is stopped and has kill_timeout to do so. With
-# `fftctl` set it also reports its progress as a training loop would, with `fftctl report`
-# (work done so far = seconds run x work / seconds), every 2 seconds and when it ends.
+# gets its stop signal: a parked (preempted) job is stopped and has kill_timeout to do so; with
+# `checkpoint_dir` set the checkpoint is real (the seconds run so far, in a file there) and the
+# next run resumes from it. With `fftctl` set it also reports its progress as a training loop
+# would, with `fftctl report` (work done = seconds run x work / seconds), every 2 seconds and
+# when it ends.
 
 variable "throughput" {
   type        = string
@@ -42,6 +44,12 @@ variable "seconds" {
 variable "fftctl" {
   type        = string
   description = "Path of fftctl on the clients; when set, the task reports its progress with `fftctl report`."
+  default     = ""
+}
+
+variable "checkpoint_dir" {
+  type        = string
+  description = "A folder on the clients where the task keeps its checkpoint across preemptions (empty: it starts over)."
   default     = ""
 }
 
@@ -93,16 +101,25 @@ job "fft-train" {
         # On its stop signal the "training" writes its checkpoint (here: a line) and exits.
         args = ["-c", <<-EOT
           echo "NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES"
+          ckpt=
+          ran=0
+          if [ -n "${var.checkpoint_dir}" ]; then
+            mkdir -p "${var.checkpoint_dir}"
+            ckpt="${var.checkpoint_dir}/$NOMAD_NAMESPACE.$NOMAD_JOB_ID"
+            if [ -f "$ckpt" ]; then ran=$(cat "$ckpt"); fi
+          fi
+          start=$(date +%s)
+          seconds_run() { echo $((ran + $(date +%s) - start)); }
           report() {
             "${var.fftctl}" report -quiet -consul-addr "${var.consul_addr}" \
               "$(awk -v s="$1" 'BEGIN { if (s > ${var.seconds}) s = ${var.seconds}; print s * ${var.work} / ${var.seconds} }')"
           }
-          sleep ${var.seconds} &
+          sleep $((${var.seconds} > ran ? ${var.seconds} - ran : 0)) &
           pid=$!
           reporter=
-          trap 'echo "checkpoint written"; kill $pid $reporter 2>/dev/null; exit 0' INT TERM
+          trap 'echo "checkpoint written"; [ -z "$ckpt" ] || seconds_run > "$ckpt"; kill $pid $reporter 2>/dev/null; exit 0' INT TERM
           if [ -n "${var.fftctl}" ]; then
-            (s=0; while sleep 2; do s=$((s + 2)); report $s; done) &
+            (while sleep 2; do report "$(seconds_run)"; done) &
             reporter=$!
           fi
           wait $pid

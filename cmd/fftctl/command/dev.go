@@ -44,8 +44,9 @@ fake GPUs of a different model each (2 x NVIDIA H100 80GB HBM3,
 2 x NVIDIA A100-SXM4-40GB, 4 x Tesla V100-SXM2-16GB), the fft-allocator,
 and a sample workload of five training jobs from jobspecs/fft-train.nomad.hcl,
 submitted held as "fftctl run" does; each task reports its progress with
-"fftctl report". Then it prints every round as the allocator records it,
-until Ctrl-C (or -rounds), and stops everything it started.
+"fftctl report", and resumes from its checkpoint after a preemption. Then
+it prints every round as the allocator records it, until Ctrl-C (or
+-rounds), and stops everything it started.
 
 Nomad's HTTP API is on 127.0.0.1:4646 and Consul's on 127.0.0.1:8500 when
 those ports are free (other ports otherwise; the addresses are printed).
@@ -143,7 +144,7 @@ func (c *DevCommand) run(ctx context.Context, cluster *devcluster.Cluster) int {
 		return c.fail("Error: %v", err)
 	}
 	if !c.noWorkload {
-		if err := c.submitWorkload(ctx, nc, cluster.ConsulAddr); err != nil {
+		if err := c.submitWorkload(ctx, nc, cluster.ConsulAddr, filepath.Join(cluster.Dir(), "checkpoints")); err != nil {
 			return c.fail("Error submitting the sample workload: %v", err)
 		}
 	}
@@ -210,8 +211,9 @@ var sampleWorkload = []sampleJob{
 }
 
 // submitWorkload submits the sample jobs held, as fftctl run does; their
-// tasks report progress with this fftctl.
-func (c *DevCommand) submitWorkload(ctx context.Context, nc *nomad.Client, consulAddr string) error {
+// tasks report progress with this fftctl and keep their checkpoints in
+// checkpoints, so that a preempted job resumes where it stopped.
+func (c *DevCommand) submitWorkload(ctx context.Context, nc *nomad.Client, consulAddr, checkpoints string) error {
 	src, err := jobspecs.FS.ReadFile(jobspecs.Train)
 	if err != nil {
 		return err
@@ -221,7 +223,7 @@ func (c *DevCommand) submitWorkload(ctx context.Context, nc *nomad.Client, consu
 		return fmt.Errorf("finding fftctl for the tasks' progress reports: %w", err)
 	}
 	for _, sj := range sampleWorkload {
-		vars, _, err := mergeVariables(nil, append([]string{"fftctl=" + self, "consul_addr=" + consulAddr}, sj.vars...))
+		vars, _, err := mergeVariables(nil, append([]string{"fftctl=" + self, "consul_addr=" + consulAddr, "checkpoint_dir=" + checkpoints}, sj.vars...))
 		if err != nil {
 			return err
 		}
@@ -262,7 +264,7 @@ func readyText(cl *devcluster.Cluster) string {
 
     Logs and data are in %s. Ctrl-C stops the cluster.
 
-==> Rounds`, cl.NomadAddr, cl.ConsulAddr, cl.AllocatorAddr, filepath.Dir(cl.Logs()["consul"]))
+==> Rounds`, cl.NomadAddr, cl.ConsulAddr, cl.AllocatorAddr, cl.Dir())
 }
 
 // followRounds calls each with every round record, in order, as the
@@ -322,7 +324,13 @@ func formatRound(rec *live.RoundRecord, loc *time.Location) string {
 	}
 	sort.Strings(usage)
 	var b strings.Builder
-	fmt.Fprintf(&b, "Round %d at %s: %d running, %d waiting", rec.Round, at, running, waiting)
+	fmt.Fprintf(&b, "Round %d at %s", rec.Round, at)
+	switch rec.Trigger {
+	case "", live.TriggerSchedule, live.TriggerManual:
+	default:
+		fmt.Fprintf(&b, " (early: %s)", rec.Trigger)
+	}
+	fmt.Fprintf(&b, ": %d running, %d waiting", running, waiting)
 	if noFit > 0 {
 		fmt.Fprintf(&b, ", %d fit no model", noFit)
 	}

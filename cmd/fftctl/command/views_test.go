@@ -199,9 +199,14 @@ func TestFormatRound(t *testing.T) {
 	if strings.Contains(got, "no changes") || strings.Contains(got, " d") {
 		t.Errorf("a job kept waiting shows as a change:\n%s", got)
 	}
-	quiet := formatRound(newRound(4).Model(a100, 2).Run("default/a", a100, 2, 0).Action(live.ActionKeep).Obj(), time.UTC)
-	if !strings.Contains(quiet, "; no changes") || strings.Count(quiet, "\n") != 1 {
-		t.Errorf("a round without changes:\n%s", quiet)
+	quiet := newRound(4).Model(a100, 2).Run("default/a", a100, 2, 0).Action(live.ActionKeep).Obj()
+	quiet.Trigger = live.TriggerSchedule
+	if got := formatRound(quiet, time.UTC); !strings.Contains(got, "Round 4 at 10:00:00: 1 running") || !strings.Contains(got, "; no changes") || strings.Count(got, "\n") != 1 {
+		t.Errorf("a scheduled round without changes:\n%s", got)
+	}
+	quiet.Trigger = live.TriggerFinish
+	if got := formatRound(quiet, time.UTC); !strings.Contains(got, "Round 4 at 10:00:00 (early: finish): 1 running") {
+		t.Errorf("an early round does not say why it ran:\n%s", got)
 	}
 }
 

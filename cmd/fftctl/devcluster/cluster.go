@@ -239,6 +239,9 @@ func (c *Cluster) StartAllocator(ctx context.Context, round time.Duration, extra
 	})
 }
 
+// Dir is the cluster's state folder.
+func (c *Cluster) Dir() string { return c.cfg.Dir }
+
 // Logs lists the log file of every program started, by name.
 func (c *Cluster) Logs() map[string]string {
 	c.mu.Lock()
