@@ -151,7 +151,7 @@ func (c *DevCommand) run(ctx context.Context, cluster *devcluster.Cluster) int {
 	if err := cluster.StartAllocator(ctx, c.round); err != nil {
 		return c.fail("Error starting fft-allocator: %v", err)
 	}
-	c.Ui.Output(readyText(cluster))
+	c.Ui.Output(readyText(cluster, !c.noWorkload))
 
 	cc, err := consul.NewClient(&consul.Config{Address: cluster.ConsulAddr})
 	if err != nil {
@@ -183,7 +183,7 @@ func (c *DevCommand) run(ctx context.Context, cluster *devcluster.Cluster) int {
 		}
 		return c.fail("Error following the rounds in Consul: %v", err)
 	case name := <-cluster.Exited():
-		return c.fail("Error: %s exited unexpectedly; its log is %s", name, cluster.Logs()[name])
+		return c.fail("Error: %s exited unexpectedly; the end of its log (%s):\n%s", name, cluster.Logs()[name], cluster.Tail(name, 30))
 	case <-ctx.Done():
 		return 0
 	}
@@ -252,19 +252,40 @@ func gangSize(job *nomad.Job) int {
 }
 
 // readyText tells the user where the cluster is and what to try.
-func readyText(cl *devcluster.Cluster) string {
-	return fmt.Sprintf(`==> The dev cluster is up. In another terminal:
+func readyText(cl *devcluster.Cluster, workload bool) string {
+	job := "JOB"
+	if workload {
+		job = "default/" + sampleWorkload[0].id
+	}
+	ctl := selfName()
+	var b strings.Builder
+	b.WriteString("==> The dev cluster is up. In another terminal:\n\n")
+	fmt.Fprintf(&b, "      export NOMAD_ADDR=%s CONSUL_HTTP_ADDR=%s\n", cl.NomadAddr, cl.ConsulAddr)
+	for _, l := range [][2]string{
+		{ctl + " status", "the queue and the GPU models"},
+		{ctl + " explain " + job, "why a job runs where it does, or waits"},
+		{ctl + " audit " + job, "its ledger, round by round"},
+		{ctl + " run jobspecs/fft-train.nomad.hcl", "one more job"},
+		{"curl " + cl.AllocatorAddr + "/v1/status", "the allocator's own view"},
+	} {
+		fmt.Fprintf(&b, "      %-46s # %s\n", l[0], l[1])
+	}
+	fmt.Fprintf(&b, "\n    Logs and data are in %s. Ctrl-C stops the cluster.\n\n==> Rounds", cl.Dir())
+	return b.String()
+}
 
-      export NOMAD_ADDR=%s CONSUL_HTTP_ADDR=%s
-      fftctl status                     # the queue and the GPU models
-      fftctl explain default/resnet50   # why a job runs where it does, or waits
-      fftctl audit default/resnet50     # its ledger, round by round
-      fftctl run -var gpu_count=1 jobspecs/fft-train.nomad.hcl   # one more job
-      curl %s/v1/status   # the allocator's own view
-
-    Logs and data are in %s. Ctrl-C stops the cluster.
-
-==> Rounds`, cl.NomadAddr, cl.ConsulAddr, cl.AllocatorAddr, cl.Dir())
+// selfName is how to run this fftctl from the working directory: its
+// relative path when it lies below (make dev runs bin/fftctl), else fftctl.
+func selfName() string {
+	exe, err1 := os.Executable()
+	wd, err2 := os.Getwd()
+	if err1 != nil || err2 != nil {
+		return "fftctl"
+	}
+	if rel, err := filepath.Rel(wd, exe); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return "fftctl"
 }
 
 // followRounds calls each with every round record, in order, as the

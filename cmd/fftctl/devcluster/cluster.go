@@ -125,7 +125,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := waitFor(ctx, agentTimeout, cproc, "Consul to elect itself and serve KV", func() error {
+	if err := waitFor(ctx, agentTimeout, []*process{cproc}, "Consul to elect itself and serve KV", func() error {
 		if leader, err := cc.Status().Leader(); err != nil || leader == "" {
 			return fmt.Errorf("no leader yet (%v)", err)
 		}
@@ -149,7 +149,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := waitFor(ctx, agentTimeout, server, "the Nomad server to elect itself", func() error {
+	if err := waitFor(ctx, agentTimeout, []*process{server}, "the Nomad server to elect itself", func() error {
 		if leader, err := nc.Status().Leader(); err != nil || leader == "" {
 			return fmt.Errorf("no leader yet (%v)", err)
 		}
@@ -177,12 +177,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		clients = append(clients, proc)
 	}
 	progress("Waiting for the clients to register their fake GPUs")
-	return waitFor(ctx, clientTimeout, nil, "the clients to be ready with their GPUs", func() error {
-		for _, p := range clients {
-			if p.exited() {
-				return &exitError{p}
-			}
-		}
+	return waitFor(ctx, clientTimeout, clients, "the clients to be ready with their GPUs", func() error {
 		return clientsReady(nc, c.cfg.Clients)
 	})
 }
@@ -226,7 +221,7 @@ func (c *Cluster) StartAllocator(ctx context.Context, round time.Duration, extra
 	if err != nil {
 		return err
 	}
-	return waitFor(ctx, agentTimeout, proc, "fft-allocator to answer", func() error {
+	return waitFor(ctx, agentTimeout, []*process{proc}, "fft-allocator to answer", func() error {
 		resp, err := http.Get(c.AllocatorAddr + "/v1/health")
 		if err != nil {
 			return err
@@ -251,6 +246,18 @@ func (c *Cluster) Logs() map[string]string {
 		out[p.name] = p.logPath
 	}
 	return out
+}
+
+// Tail returns the last n lines of a program's log, by name.
+func (c *Cluster) Tail(name string, n int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.procs {
+		if p.name == name {
+			return p.tail(n)
+		}
+	}
+	return ""
 }
 
 // Exited receives the name of each program that ends before Stop.
@@ -347,27 +354,27 @@ func (e *exitError) Error() string {
 }
 
 // waitFor calls ready every pollInterval until it returns nil, failing when
-// proc (if any) exits, timeout passes or ctx ends.
-func waitFor(ctx context.Context, timeout time.Duration, proc *process, what string, ready func() error) error {
+// one of procs exits, timeout passes or ctx ends. The error carries the end
+// of the log of the program that exited, or of each program waited for:
+// the state folder may be removed before anyone reads it.
+func waitFor(ctx context.Context, timeout time.Duration, procs []*process, what string, ready func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		if proc != nil && proc.exited() {
-			return fmt.Errorf("waiting for %s: %w", what, &exitError{proc})
+		for _, p := range procs {
+			if p.exited() {
+				return fmt.Errorf("waiting for %s: %w", what, &exitError{p})
+			}
 		}
 		err := ready()
-		var ee *exitError
-		if errors.As(err, &ee) {
-			return fmt.Errorf("waiting for %s: %w", what, err)
-		}
 		if err == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			msg := fmt.Sprintf("waiting for %s: %v (last: %v)", what, ctx.Err(), err)
-			if proc != nil {
-				msg += fmt.Sprintf("; its log is %s", proc.logPath)
+			for _, p := range procs {
+				msg += fmt.Sprintf("\nthe end of %s's log (%s):\n%s", p.name, p.logPath, p.tail(15))
 			}
 			return errors.New(msg)
 		case <-time.After(pollInterval):
