@@ -75,7 +75,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := adoptOrphans(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, exited: make(chan string, 2+len(cfg.Clients)+1)}
+	// One slot per program: Consul, the server, the clients, the allocator.
+	c := &Cluster{cfg: cfg, exited: make(chan string, 3+len(cfg.Clients))}
 	bin, err := defaultFinder().resolve(ctx, cfg.Bin, filepath.Join(cfg.Dir, "bin"), cfg.Progress)
 	c.cfg.Bin = bin
 	if err == nil {
@@ -206,15 +207,15 @@ func clientsReady(nc *nomad.Client, clients []GPUClient) error {
 
 // StartAllocator starts the fft-allocator with rounds of the given length
 // against the cluster and waits until it answers on its status endpoint.
-// Extra arguments follow the cluster's.
-func (c *Cluster) StartAllocator(ctx context.Context, round time.Duration, extra ...string) error {
+// Its GPU node pool is its default, the clients' NodePool.
+func (c *Cluster) StartAllocator(ctx context.Context, round time.Duration) error {
 	port, err := freePort()
 	if err != nil {
 		return err
 	}
 	c.AllocatorAddr = fmt.Sprintf("http://127.0.0.1:%d", port)
 	c.cfg.Progress(fmt.Sprintf("Starting fft-allocator (rounds of %s; status on %s/v1/status)", round, c.AllocatorAddr))
-	args := append([]string{"-round", round.String(), "-http-addr", fmt.Sprintf("127.0.0.1:%d", port), "-id", "fft-dev"}, extra...)
+	args := []string{"-round", round.String(), "-http-addr", fmt.Sprintf("127.0.0.1:%d", port), "-id", "fft-dev"}
 	// The addresses go through the variables every tool reads.
 	env := []string{"NOMAD_ADDR=" + c.NomadAddr, "CONSUL_HTTP_ADDR=" + c.ConsulAddr}
 	proc, err := c.launch("fft-allocator", c.cfg.Bin.Allocator, args, env)
