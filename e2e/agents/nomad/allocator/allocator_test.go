@@ -61,6 +61,10 @@ func TestAllocatorSelectsAndSteers(t *testing.T) {
 	bad := withGate(parseJob(t, c.API, jobspec, "fft-bad", `work = "-5"`))
 	bad.Meta["fft.troughput"] = "x=1"
 	register(t, c.API, bad)
+	// A job that opts in without its work.
+	noWork := withGate(parseJob(t, c.API, jobspec, "fft-no-work", ""))
+	delete(noWork.Meta, "fft.work")
+	register(t, c.API, noWork)
 	// Valid meta that no model of this cluster can run: a model no client has, and more GPUs
 	// than any model has.
 	register(t, c.API, withGate(parseJob(t, c.API, jobspec, "fft-unknown-model", `throughput = "NVIDIA H100 80GB HBM3=3"`)))
@@ -187,9 +191,10 @@ func TestAllocatorSelectsAndSteers(t *testing.T) {
 	if len(round.Jobs) != 3 || !trainLine {
 		t.Errorf("round 0 job lines %+v: want 3, fft-train's with rho before/after and cost terms", round.Jobs)
 	}
-	if len(round.Invalid) != 1 || round.Invalid[0].ID != "default/fft-bad" ||
-		!strings.Contains(round.Invalid[0].Error, `"fft.work" = "-5"`) || !strings.Contains(round.Invalid[0].Error, `"fft.troughput"`) {
-		t.Errorf("round 0 invalid jobs %+v: want fft-bad naming fft.work and fft.troughput", round.Invalid)
+	if len(round.Invalid) != 2 || round.Invalid[0].ID != "default/fft-bad" ||
+		!strings.Contains(round.Invalid[0].Error, `"fft.work" = "-5"`) || !strings.Contains(round.Invalid[0].Error, `"fft.troughput"`) ||
+		round.Invalid[1].ID != "default/fft-no-work" || !strings.Contains(round.Invalid[1].Error, "fft.work") {
+		t.Errorf("round 0 invalid jobs %+v: want fft-bad naming fft.work and fft.troughput, fft-no-work naming fft.work", round.Invalid)
 	}
 	var rec struct {
 		Rho       *float64 `json:"rho"`
@@ -215,6 +220,9 @@ func TestAllocatorSelectsAndSteers(t *testing.T) {
 	}
 	if *badJob.Version != 0 || len(allocsOf(t, c.API, "fft-bad")) != 0 {
 		t.Errorf("the bad job was changed (version %d) or placed", *badJob.Version)
+	}
+	if len(allocsOf(t, c.API, "fft-no-work")) != 0 {
+		t.Errorf("the job without fft.work was placed")
 	}
 
 	// The jobs no model can run are held, untouched, with reasons that name the key.
