@@ -192,7 +192,7 @@ func (s *search) done() bool {
 // explore solves the node whose free items are sub (idx maps them to the
 // original problem); everything else is fixed in s.assign at fixedCost.
 // parentBound is a valid bound for the node, recorded if it is cut off.
-func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentBound float64) {
+func (s *search) explore(sub *Problem, idx []int, warm *warmStart, fixedCost, parentBound float64) {
 	if s.done() {
 		return
 	}
@@ -322,7 +322,7 @@ func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentB
 			s.assign[idx[jb]] = o
 		}
 		warm := fitWarm(cp, carried, s.ar)
-		s.explore(cp, child, warm, fixedCost+cost, bound)
+		s.explore(cp, child, &warmStart{warm, parentLP.pi}, fixedCost+cost, bound)
 		s.ar.putFloats(cp.Cost)
 		s.ar.putInts(cp.Size, child, warm)
 		s.assign[idx[jb]] = -1

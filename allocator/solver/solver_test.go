@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 )
 
@@ -72,6 +74,29 @@ func randomProblem(r *rand.Rand) *Problem {
 			p.Capacity[i] = r.IntN(17)
 		}
 	}
+	drawItems(r, p, sizes)
+	return p
+}
+
+// mediumProblem draws an instance too large for brute force but small
+// enough for the DP: 2 to 4 models, 10 to 40 items, so that branch and
+// bound nests deep and its children start warm.
+func mediumProblem(r *rand.Rand) *Problem {
+	m := 2 + r.IntN(3)
+	n := 10 + r.IntN(31)
+	capMax := []int{60, 24, 11}[m-2] // at most about 20,000 load states
+	p := &Problem{Capacity: make([]int, m), Size: make([]int, n), Cost: make([]float64, n*m)}
+	for i := range p.Capacity {
+		p.Capacity[i] = r.IntN(capMax + 1)
+	}
+	drawItems(r, p, []int{1, 1, 1, 2, 2, 4, 4, 8})
+	return p
+}
+
+// drawItems draws p's sizes from sizes and its costs: exclusions, costs of
+// both signs, sometimes integer costs so that ties are common.
+func drawItems(r *rand.Rand, p *Problem, sizes []int) {
+	m := p.M()
 	ties := r.IntN(3) == 0
 	sign := r.IntN(3) // 0 positive, 1 negative, 2 mixed
 	// Sometimes magnitudes differ by many orders, as when a large rho
@@ -99,7 +124,6 @@ func randomProblem(r *rand.Rand) *Problem {
 			p.Cost[k] = c
 		}
 	}
-	return p
 }
 
 func tolFor(p *Problem) float64 {
@@ -112,9 +136,30 @@ func tolFor(p *Problem) float64 {
 	return 1e-9 * math.Max(1, s)
 }
 
+// sweep returns how many instances a property test draws and their
+// source: want and (seed1, seed2) unless FFT_BRUTE_INSTANCES (at least
+// want) and FFT_BRUTE_SEED (in place of seed1) ask for a larger or another
+// sweep, as algorithmic changes to the solver should be checked with.
+func sweep(t *testing.T, want int, seed1, seed2 uint64) (int, *rand.Rand) {
+	if v := os.Getenv("FFT_BRUTE_INSTANCES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < want {
+			t.Fatalf("FFT_BRUTE_INSTANCES=%q: want an integer of at least %d", v, want)
+		}
+		want = n
+	}
+	if v := os.Getenv("FFT_BRUTE_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("FFT_BRUTE_SEED=%q: %v", v, err)
+		}
+		seed1 = n
+	}
+	return want, rand.New(rand.NewPCG(seed1, seed2))
+}
+
 func TestSolveMatchesBruteForce(t *testing.T) {
-	const instances = 10000
-	r := rand.New(rand.NewPCG(1, 2))
+	instances, r := sweep(t, 10000, 1, 2)
 	ctx := context.Background()
 	for it := 0; it < instances; it++ {
 		p := randomProblem(r)
@@ -154,8 +199,8 @@ func TestSolveMatchesBruteForce(t *testing.T) {
 // TestSolveWithoutStart checks that the search finds feasible answers on its
 // own, for MinUsage below, at and above what can be reached.
 func TestSolveWithoutStart(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	for it := 0; it < 3000; it++ {
+	instances, r := sweep(t, 3000, 3, 4)
+	for it := 0; it < instances; it++ {
 		p := randomProblem(r)
 		k, _, _ := bruteForce(p, true)
 		p.MinUsage = r.IntN(k + 2)
@@ -173,6 +218,52 @@ func TestSolveWithoutStart(t *testing.T) {
 		if got := p.Objective(res.Choice); !p.Feasible(res.Choice) || math.Abs(got-want) > tolFor(p) {
 			t.Fatalf("instance %d: objective %v feasible %v, want %v\n%s", it, got, p.Feasible(res.Choice), want, dump(p))
 		}
+	}
+}
+
+// TestBranchAndBoundMatchesDP checks branch and bound, whose nodes nest
+// deep and start warm on these sizes, against the DP, exact on its own.
+// A parity the LP cannot see can keep the search from closing its gap
+// within the node limit (why the DP exists); what it claims must hold all
+// the same: its assignment feasible, its bound below the optimum, and the
+// optimum itself whenever it says Optimal.
+func TestBranchAndBoundMatchesDP(t *testing.T) {
+	instances, r := sweep(t, 500, 7, 8)
+	ctx := context.Background()
+	opt := Options{NodeLimit: 5000, noDP: true}
+	unproven := 0
+	for it := 0; it < instances; it++ {
+		p := mediumProblem(r)
+		pack, err := MaxUsage(ctx, p, opt)
+		if err != nil {
+			t.Fatalf("instance %d: MaxUsage: %v\n%s", it, err, dump(p))
+		}
+		byDP, err := MaxUsage(ctx, p, Options{})
+		if err != nil || !byDP.Proven || pack.Usage > byDP.Usage || pack.Bound < byDP.Usage || pack.Proven && pack.Usage != byDP.Usage {
+			t.Fatalf("instance %d: K = %d (bound %d, proven %v) by branch and bound, %d by DP (%v)\n%s", it, pack.Usage, pack.Bound, pack.Proven, byDP.Usage, err, dump(p))
+		}
+		p.MinUsage = byDP.Usage
+		choice, want, ok := solveDP(p, dpSize(p, math.MaxInt))
+		if !ok || !p.Feasible(choice) {
+			t.Fatalf("instance %d: DP found no assignment at K = %d\n%s", it, p.MinUsage, dump(p))
+		}
+		opt.Start = byDP.Choice
+		res, err := Solve(ctx, p, opt)
+		if err != nil {
+			t.Fatalf("instance %d: Solve: %v\n%s", it, err, dump(p))
+		}
+		got, tol := p.Objective(res.Choice), tolFor(p)
+		if !p.Feasible(res.Choice) || got < want-tol || res.Bound > want+tol || res.Status == Optimal && got > want+tol {
+			t.Fatalf("instance %d: objective %v bound %v (feasible %v, %v), DP %v\n%s", it, got, res.Bound, p.Feasible(res.Choice), res.Status, want, dump(p))
+		}
+		if !pack.Proven || res.Status != Optimal {
+			unproven++
+		}
+	}
+	t.Logf("%d of %d instances unproven within %d nodes", unproven, instances, opt.NodeLimit)
+	// The DP-less search should settle nearly all of them.
+	if unproven > instances/50 {
+		t.Errorf("%d of %d instances unproven within %d nodes", unproven, instances, opt.NodeLimit)
 	}
 }
 
