@@ -584,7 +584,11 @@ func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution, fixedCos
 		j     int
 		delta float64
 	}
-	cands := make([]cand, n)
+	// The core's first coreSize items are those of least delta: a bounded
+	// max-heap keeps them (ties: lower index first) without sorting all.
+	worse := func(a, b cand) bool { return a.delta > b.delta || a.delta == b.delta && a.j > b.j }
+	k := coreSize(m)
+	kept := make([]cand, 0, k)
 	for j := 0; j < n; j++ {
 		d := float64(sub.Size[j])
 		best, second := 0.0, math.Inf(1)
@@ -602,16 +606,10 @@ func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution, fixedCos
 		if lp.assigned[j] != 0 && lpModel(lp, j, m, sub.Size[j]) < 0 {
 			delta = math.Inf(-1) // fractional: always free
 		}
-		cands[j] = cand{j, delta}
+		kept = keepLeast(kept, k, cand{j, delta}, worse)
 	}
-	slices.SortFunc(cands, func(a, b cand) int {
-		if c := cmp.Compare(a.delta, b.delta); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.j, b.j)
-	})
 	free := make([]bool, n)
-	for _, c := range cands[:coreSize(m)] {
+	for _, c := range kept {
 		free[c.j] = true
 	}
 	for _, j := range fillers(sub, lp) {
@@ -649,6 +647,46 @@ func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution, fixedCos
 	s.offerSub(sub, idx, fixedCost, func(j int) int { return fixed[j] })
 }
 
+// keepLeast adds x to h, a max-heap under worse of at most k elements,
+// keeping the k least seen.
+func keepLeast[T any](h []T, k int, x T, worse func(a, b T) bool) []T {
+	if len(h) == k {
+		if worse(h[0], x) {
+			h[0] = x // x displaces the worst kept
+			siftDown(h, 0, worse)
+		}
+		return h
+	}
+	h = append(h, x)
+	for c := len(h) - 1; c > 0; {
+		p := (c - 1) / 2
+		if !worse(h[c], h[p]) {
+			break
+		}
+		h[c], h[p] = h[p], h[c]
+		c = p
+	}
+	return h
+}
+
+// siftDown restores the max-heap order under worse below h[k].
+func siftDown[T any](h []T, k int, worse func(a, b T) bool) {
+	for {
+		l, r, m := 2*k+1, 2*k+2, k
+		if l < len(h) && worse(h[l], h[m]) {
+			m = l
+		}
+		if r < len(h) && worse(h[r], h[m]) {
+			m = r
+		}
+		if m == k {
+			return
+		}
+		h[k], h[m] = h[m], h[k]
+		k = m
+	}
+}
+
 // fillersPerSize is how many waiting items per (model, size) the core
 // keeps as candidates to fill the holes the fractional items leave.
 const fillersPerSize = 3
@@ -662,20 +700,28 @@ func fillers(sub *Problem, lp *lpSolution) []int {
 		r float64
 		j int
 	}
-	best := map[[2]int][]entry{} // (model, size) -> up to fillersPerSize, ascending
+	// best[class*m+i] holds up to fillersPerSize entries for model i and
+	// the gang size numbered class, ascending.
+	var best [][]entry
+	class := map[int]int{}
 	for j := 0; j < sub.N(); j++ {
 		if lp.assigned[j] != 0 {
 			continue
 		}
 		d := sub.Size[j]
-		for i := 0; i < m; i++ {
-			c := sub.Cost[j*m+i]
-			if math.IsInf(c, 1) || d > sub.Capacity[i] {
+		c, ok := class[d]
+		if !ok {
+			c = len(class)
+			class[d] = c
+			best = append(best, make([][]entry, m)...)
+		}
+		lists := best[c*m : (c+1)*m]
+		for i, cost := range sub.Cost[j*m : (j+1)*m] {
+			if math.IsInf(cost, 1) || d > sub.Capacity[i] {
 				continue
 			}
-			e := entry{c - float64(d)*lp.q[i], j}
-			key := [2]int{i, d}
-			l := best[key]
+			e := entry{cost - float64(d)*lp.q[i], j}
+			l := lists[i]
 			if len(l) == fillersPerSize && e.r >= l[len(l)-1].r {
 				continue
 			}
@@ -689,7 +735,7 @@ func fillers(sub *Problem, lp *lpSolution) []int {
 				l[k] = l[k-1]
 			}
 			l[k] = e
-			best[key] = l
+			lists[i] = l
 		}
 	}
 	var out []int

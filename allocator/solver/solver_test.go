@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -388,5 +389,23 @@ func TestCheckErrors(t *testing.T) {
 				t.Fatalf("Solve: got %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestKeepLeast(t *testing.T) {
+	worse := func(a, b int) bool { return a > b }
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, tc := range []struct{ n, k int }{{0, 3}, {2, 3}, {3, 3}, {10, 1}, {100, 7}, {1000, 80}} {
+		var h []int
+		xs := make([]int, tc.n)
+		for i := range xs {
+			xs[i] = r.IntN(50) // duplicates on purpose
+			h = keepLeast(h, tc.k, xs[i], worse)
+		}
+		slices.Sort(xs)
+		slices.Sort(h)
+		if want := xs[:min(tc.k, tc.n)]; !slices.Equal(h, want) {
+			t.Errorf("n=%d k=%d: kept %v, want %v", tc.n, tc.k, h, want)
+		}
 	}
 }
