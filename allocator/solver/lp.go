@@ -166,6 +166,16 @@ type lpSolver struct {
 // Buffers come from ar (nil allocates); the solution's flow and assigned
 // go back with ar.release(sol), the rest before solveLP returns.
 func solveLP(p *Problem, warm *warmStart, ar *arena) *lpSolution {
+	if warm == nil && priced(p) {
+		if sol := solvePriced(p, ar); sol != nil {
+			return sol
+		}
+	}
+	return solveFull(p, warm, ar)
+}
+
+// solveFull is solveLP over all of p's items.
+func solveFull(p *Problem, warm *warmStart, ar *arena) *lpSolution {
 	m, n := p.M(), p.N()
 	s := &lpSolver{
 		p: p, m: m, n: n, ar: ar,

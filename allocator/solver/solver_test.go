@@ -296,6 +296,70 @@ func TestLPDualsAreOptimal(t *testing.T) {
 	}
 }
 
+// TestPricedLPMatchesFull checks the LP solved on priced items against the
+// LP over all of them, on rounds with many items per GPU.
+func TestPricedLPMatchesFull(t *testing.T) {
+	instances, r := sweep(t, 2000, 9, 10)
+	pricedRounds := 0
+	for it := 0; it < instances; it++ {
+		m := 1 + r.IntN(4)
+		p := &Problem{Capacity: make([]int, m), Size: make([]int, 40+r.IntN(160)), Cost: make([]float64, 0)}
+		p.Cost = make([]float64, p.N()*m)
+		for i := range p.Capacity {
+			p.Capacity[i] = r.IntN(10)
+		}
+		drawItems(r, p, []int{1, 1, 1, 2, 2, 4, 8})
+		pack, err := MaxUsage(context.Background(), p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.MinUsage = r.IntN(pack.Usage + 1)
+		full := solveFull(p, nil, nil)
+		// The first columns usually need no second round; a few random
+		// ones need many, each warm-started from the last.
+		var few []int
+		for j := 0; j < p.N(); j++ {
+			if r.IntN(8) == 0 {
+				few = append(few, j)
+			}
+		}
+		for _, sol := range []*lpSolution{solvePriced(p, nil), solveColumns(p, few, nil)} {
+			if !priced(p) || sol == nil {
+				continue // solved in full: nothing to compare
+			}
+			pricedRounds++
+			checkPriced(t, it, p, sol, full)
+		}
+	}
+	t.Logf("%d of %d priced solves", pricedRounds, 2*instances)
+	if pricedRounds < instances/2 {
+		t.Errorf("only %d of %d solves were priced", pricedRounds, 2*instances)
+	}
+}
+
+// checkPriced compares a priced LP with the full one: same value and bound,
+// optimal, and a flow within the exclusions and capacities.
+func checkPriced(t *testing.T, it int, p *Problem, sol, full *lpSolution) {
+	t.Helper()
+	if sol.feasible != full.feasible || !sol.optimal || math.Abs(sol.value-full.value) > tolFor(p) || math.Abs(sol.bound-full.bound) > tolFor(p) {
+		t.Fatalf("instance %d: priced LP value %v bound %v (feasible %v, optimal %v), full LP value %v bound %v (feasible %v)\n%s",
+			it, sol.value, sol.bound, sol.feasible, sol.optimal, full.value, full.bound, full.feasible, dump(p))
+	}
+	m := p.M()
+	load := make([]int, m)
+	for k, f := range sol.flow {
+		load[k%m] += f
+		if f < 0 || f > 0 && !p.fits(k/m, k%m) {
+			t.Fatalf("instance %d: flow %d of item %d on model %d\n%s", it, f, k/m, k%m, dump(p))
+		}
+	}
+	for i, l := range load {
+		if l > p.Capacity[i] {
+			t.Fatalf("instance %d: model %d holds %d > %d\n%s", it, i, l, p.Capacity[i], dump(p))
+		}
+	}
+}
+
 // TestRegressions keeps instances that once went wrong.
 func TestRegressions(t *testing.T) {
 	inf := math.Inf(1)
