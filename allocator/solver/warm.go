@@ -48,29 +48,38 @@ func (s *lpSolver) repair(pi []float64) {
 		s.enqueue(v)
 		s.predNode[v], s.predJob[v] = -1, -1
 	}
+	s.edges()
+	for u := range nodes {
+		s.residualRow(u)
+	}
 	for cancels := 0; cancels < maxCancels; cancels++ {
-		s.edges()
-		s.residualMatrix()
 		v := s.negativeCycle()
 		if v < 0 {
 			return
 		}
 		s.cancelResidual(v)
 		// What the cancellation changed: S's and T's arcs (usage, loads,
-		// waiting items) and the arcs out of every model it touched.
-		s.enqueue(s.m)
-		s.enqueue(s.m + 1)
+		// waiting items), the arcs out of every model an item entered or
+		// left, and the arcs to T of the models on the cycle. Those rows
+		// are filled again, and their nodes relax again.
+		changed := append(s.next[:0], s.m, s.m+1)
 		for a, d := range s.dirty {
 			if d {
-				s.enqueue(a)
+				changed = append(changed, a)
 			}
 		}
 		for u := v; ; {
-			s.enqueue(u)
+			changed = append(changed, u)
 			if u = s.predNode[u]; u == v {
 				break
 			}
 		}
+		s.edges()
+		for _, u := range changed {
+			s.residualRow(u)
+			s.enqueue(u)
+		}
+		s.next = changed[:0]
 		for u := range nodes {
 			s.predNode[u], s.predJob[u] = -1, -1 // the weights changed
 		}
@@ -85,9 +94,9 @@ func (s *lpSolver) enqueue(v int) {
 	}
 }
 
-// residualMatrix fills the weight and item of every arc u -> v (+Inf, -1
-// when it has no room); the arcs are listed at the top of this file.
-func (s *lpSolver) residualMatrix() {
+// residualRow fills the weight and item of every arc out of node u (+Inf,
+// -1 when it has no room); the arcs are listed at the top of this file.
+func (s *lpSolver) residualRow(u int) {
 	m, sol, p := s.m, s.sol, s.p
 	nodes, S, T := m+2, m, m+1
 	inf := math.Inf(1)
@@ -103,28 +112,29 @@ func (s *lpSolver) residualMatrix() {
 		}
 		return inf
 	}
-	for a := 0; a < m; a++ {
-		w, js := s.resW[a*nodes:(a+1)*nodes], s.resJ[a*nodes:(a+1)*nodes]
+	w, js := s.resW[u*nodes:(u+1)*nodes], s.resJ[u*nodes:(u+1)*nodes]
+	switch u {
+	case S:
 		for b := 0; b < m; b++ {
-			w[b], js[b] = s.wAB[a*m+b], top(s.heaps[a*m+b])
+			w[b], js[b] = s.wS[b], top(s.srcs[b])
 		}
-		// The diagonal heap is the arc a -> S; a -> a is none.
-		w[S], js[S] = w[a], js[a]
-		w[a], js[a] = inf, -1
-		w[T], js[T] = room(sol.load[a] < p.Capacity[a]), -1
+		w[S], js[S] = inf, -1
+		w[T], js[T] = room(sol.total > p.MinUsage), -1
+	case T:
+		for b := 0; b < m; b++ {
+			w[b], js[b] = room(sol.load[b] > 0), -1
+		}
+		w[S], w[T] = inf, inf
+		js[S], js[T] = -1, -1
+	default:
+		for b := 0; b < m; b++ {
+			w[b], js[b] = s.wAB[u*m+b], top(s.heaps[u*m+b])
+		}
+		// The diagonal heap is the arc u -> S; u -> u is none.
+		w[S], js[S] = w[u], js[u]
+		w[u], js[u] = inf, -1
+		w[T], js[T] = room(sol.load[u] < p.Capacity[u]), -1
 	}
-	w, js := s.resW[S*nodes:(S+1)*nodes], s.resJ[S*nodes:(S+1)*nodes]
-	for b := 0; b < m; b++ {
-		w[b], js[b] = s.wS[b], top(s.srcs[b])
-	}
-	w[S], js[S] = inf, -1
-	w[T], js[T] = room(sol.total > p.MinUsage), -1
-	w, js = s.resW[T*nodes:(T+1)*nodes], s.resJ[T*nodes:(T+1)*nodes]
-	for b := 0; b < m; b++ {
-		w[b], js[b] = room(sol.load[b] > 0), -1
-	}
-	w[S], w[T] = inf, inf
-	js[S], js[T] = -1, -1
 }
 
 // negativeCycle relaxes the arcs out of the work list's nodes, pass by
