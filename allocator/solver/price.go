@@ -87,8 +87,8 @@ const maxPricing = 20
 func firstColumns(p *Problem) []int {
 	m, n := p.M(), p.N()
 	step := max(1, n/4096)
+	cut := make([]float64, m)
 	sample := make([]float64, 0, n/step+1)
-	take := make([]bool, n)
 	for i, y := range p.Capacity {
 		sample = sample[:0]
 		for j := 0; j < n; j += step {
@@ -96,22 +96,21 @@ func firstColumns(p *Problem) []int {
 				sample = append(sample, p.Cost[j*m+i]/float64(p.Size[j]))
 			}
 		}
-		if len(sample) == 0 {
-			continue
-		}
-		slices.Sort(sample)
-		rank := min(len(sample)-1, pricedCover*y/step)
-		cut := sample[rank]
-		for j := 0; j < n; j++ {
-			if p.fits(j, i) && p.Cost[j*m+i]/float64(p.Size[j]) <= cut {
-				take[j] = true
-			}
+		cut[i] = math.Inf(-1)
+		if len(sample) > 0 {
+			slices.Sort(sample)
+			cut[i] = sample[min(len(sample)-1, pricedCover*y/step)]
 		}
 	}
+	// One pass in item order: the costs are stored by item.
 	var in []int
-	for j, t := range take {
-		if t {
-			in = append(in, j)
+	for j := 0; j < n; j++ {
+		inv := 1 / float64(p.Size[j])
+		for i, c := range p.Cost[j*m : (j+1)*m] {
+			if c*inv <= cut[i] && p.Size[j] <= p.Capacity[i] {
+				in = append(in, j)
+				break
+			}
 		}
 	}
 	return in
