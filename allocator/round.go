@@ -46,24 +46,24 @@ func (c *Config) SwitchPenalty(j *Job, model string) float64 {
 // left 0; Decide sets it to K(t). It also returns each job's options.
 func (in *Instance) Problem() (*solver.Problem, [][]Terms, error) {
 	m, n := len(in.Models), len(in.Jobs)
-	theta := make([]float64, n*m)
-	if err := in.validate(theta); err != nil {
-		return nil, nil, err
-	}
 	p := &solver.Problem{
 		Capacity: make([]int, m),
 		Size:     make([]int, n),
 		Cost:     make([]float64, n*m),
 	}
+	// The costs' place holds the throughputs until each is priced: pair
+	// (k, i) is read just before it is written.
+	theta := p.Cost
+	if err := in.validate(theta); err != nil {
+		return nil, nil, err
+	}
 	for i := range in.Models {
 		p.Capacity[i] = in.Models[i].GPUs
 	}
-	pairs := 0
-	for k := range in.Jobs {
-		pairs += len(in.Jobs[k].Throughput)
-	}
-	// One slab for every job's options: this loop runs over N*M pairs.
-	slab := make([]Terms, 0, pairs) // at most one entry per throughput
+	// One slab for every job's options, sized to the options that exist:
+	// this loop runs over N*M pairs, and the slab is most of a large
+	// round's memory.
+	slab := make([]Terms, 0, in.optionCount(theta))
 	options := make([][]Terms, n)
 	for k := range in.Jobs {
 		j := &in.Jobs[k]
@@ -74,7 +74,7 @@ func (in *Instance) Problem() (*solver.Problem, [][]Terms, error) {
 		for i := range in.Models {
 			mod, th := &in.Models[i], theta[k*m+i]
 			row[i] = math.Inf(1)
-			if j.Remaining() <= 0 || !j.fits(mod, th) {
+			if !j.runs(mod, th) {
 				continue
 			}
 			tr := in.Config.terms(j, mod.Name, th, in.Round, rho)
@@ -84,6 +84,24 @@ func (in *Instance) Problem() (*solver.Problem, [][]Terms, error) {
 		options[k] = slab[first:len(slab):len(slab)]
 	}
 	return p, options, nil
+}
+
+// runs reports whether job j is an option for model mod at throughput th:
+// it has work left and fits.
+func (j *Job) runs(mod *Model, th float64) bool { return j.Remaining() > 0 && j.fits(mod, th) }
+
+// optionCount counts the (job, model) pairs that are options, given every
+// job's throughput by model position.
+func (in *Instance) optionCount(theta []float64) int {
+	m, count := len(in.Models), 0
+	for k := range in.Jobs {
+		for i := range in.Models {
+			if in.Jobs[k].runs(&in.Models[i], theta[k*m+i]) {
+				count++
+			}
+		}
+	}
+	return count
 }
 
 // Decide solves one round: it validates the instance, prices every

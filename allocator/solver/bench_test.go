@@ -23,6 +23,7 @@ func BenchmarkSolve(b *testing.B) {
 			}
 			b.ReportAllocs()
 			var gap float64
+			var st solver.Stats
 			for b.Loop() {
 				p.MinUsage = 0
 				pack, err := solver.MaxUsage(context.Background(), p, solver.Options{})
@@ -35,8 +36,14 @@ func BenchmarkSolve(b *testing.B) {
 					b.Fatal(err)
 				}
 				gap = max(gap, res.Gap)
+				st = res.Stats
 			}
+			// The search's work does not depend on the machine's load:
+			// compare it when timings are noisy.
 			b.ReportMetric(gap, "max-gap")
+			b.ReportMetric(float64(st.Nodes), "nodes")
+			b.ReportMetric(float64(st.ColdStarts), "cold-starts")
+			b.ReportMetric(float64(st.Augmentations), "augs")
 		})
 	}
 }

@@ -125,6 +125,9 @@ func TestAgainstGLPK(t *testing.T) {
 		{instancegen.Spec{Jobs: 300, Models: 8, GPUs: 100}, 3},
 		{instancegen.Spec{Jobs: 400, Models: 6, GPUs: 200}, 4},
 		{instancegen.Spec{Jobs: 1000, Models: 8, GPUs: 400}, 5},
+		// Many jobs per GPU: the root LP is solved on priced items.
+		{instancegen.Spec{Jobs: 800, Models: 6, GPUs: 100}, 6},
+		{instancegen.Spec{Jobs: 1200, Models: 4, GPUs: 120}, 7},
 	} {
 		t.Run(fmt.Sprintf("%dx%d/%dgpus/seed%d", tc.spec.Jobs, tc.spec.Models, tc.spec.GPUs, tc.seed), func(t *testing.T) {
 			in := instancegen.Generate(rand.New(rand.NewPCG(tc.seed, 7)), tc.spec)

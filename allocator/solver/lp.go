@@ -80,6 +80,13 @@ func (s entryHeap) down(k int) {
 	}
 }
 
+// warmStart is where a child's LP starts: its parent's optimum carried to
+// the child's items and cut to its capacities, and the parent's potentials.
+type warmStart struct {
+	flow []int // GPUs of item j on model i at j*M+i
+	pi   []float64
+}
+
 // lpSolution is the optimum of the relaxation with its duals.
 type lpSolution struct {
 	feasible bool
@@ -95,7 +102,10 @@ type lpSolution struct {
 	q     []float64
 	nu    float64
 	bound float64
-	augs  int
+	// pi are the node potentials q and nu derive from (models, S, T): a
+	// child's repair starts its labels from them.
+	pi   []float64
+	augs int
 	// optimal: primal and dual agree. Only a stalled or noisy solve is not;
 	// its bound is still valid, its flow still feasible.
 	optimal bool
@@ -119,7 +129,11 @@ type lpSolver struct {
 	sol  *lpSolution
 	// srcs[i] holds the items that still have GPUs to place, cheapest per
 	// GPU on model i first: a heap, since an LP takes only its top few.
-	srcs     []entryHeap
+	srcs []entryHeap
+	// heaps[a*M+b] (a != b) holds the items on model a, cheapest to move
+	// to b first; heaps[a*M+a] holds them most expensive on a first, for
+	// the arc a -> S that takes GPUs of an item out again. wAB has their
+	// top keys.
 	heaps    []entryHeap
 	wS, wAB  []float64
 	dist     []float64
@@ -132,19 +146,36 @@ type lpSolver struct {
 	// active, next and queued are Bellman-Ford's work lists.
 	active, next []int
 	queued       []bool
+	// resW and resJ are the weights and items of repair's residual arcs,
+	// queuedRes marks the nodes on its work list, and stamp the nodes a
+	// walk along predecessors met.
+	resW      []float64
+	resJ      []int32
+	queuedRes []bool
+	stamp     []int
 }
 
 // solveLP solves the relaxation of p exactly (up to float rounding).
 //
-// warm, when not nil, is a starting flow (len N*M, within capacities) from
-// which the augmentations continue; a child node starts from its parent's
-// optimum. Such a start may not be min-cost for its value, so the answer is
-// accepted only when primal and dual agree; otherwise solveLP returns nil
-// and the caller solves from scratch.
+// warm, when not nil, is a starting flow from which the augmentations
+// continue; a child node starts from its parent's optimum. repair first
+// makes it min-cost for its usage; the answer is accepted only when primal
+// and dual agree, and otherwise solveLP returns nil and the caller solves
+// from scratch.
 //
 // Buffers come from ar (nil allocates); the solution's flow and assigned
 // go back with ar.release(sol), the rest before solveLP returns.
-func solveLP(p *Problem, warm []int, ar *arena) *lpSolution {
+func solveLP(p *Problem, warm *warmStart, ar *arena) *lpSolution {
+	if warm == nil && priced(p) {
+		if sol := solvePriced(p, ar); sol != nil {
+			return sol
+		}
+	}
+	return solveFull(p, warm, ar)
+}
+
+// solveFull is solveLP over all of p's items.
+func solveFull(p *Problem, warm *warmStart, ar *arena) *lpSolution {
 	m, n := p.M(), p.N()
 	s := &lpSolver{
 		p: p, m: m, n: n, ar: ar,
@@ -185,7 +216,7 @@ func solveLP(p *Problem, warm []int, ar *arena) *lpSolution {
 		}
 	}
 	if warm != nil {
-		s.start(warm)
+		s.start(warm.flow)
 	}
 	// Items a warm start placed whole never have GPUs left to place, so
 	// they stay out of the source heaps. Each model's heap holds at most n.
@@ -211,6 +242,9 @@ func solveLP(p *Problem, warm []int, ar *arena) *lpSolution {
 	for i := range s.srcs {
 		s.srcs[i].heapify()
 	}
+	if warm != nil {
+		s.repair(warm.pi)
+	}
 	s.run()
 	s.duals()
 	// Primal and dual can only agree to within the rounding of their
@@ -218,7 +252,9 @@ func solveLP(p *Problem, warm []int, ar *arena) *lpSolution {
 	s.sol.noise = noiseTol * (s.sol.valueMag + s.sol.boundMag)
 	agree := optTol*math.Abs(s.sol.value) + s.sol.noise
 	s.sol.optimal = !s.sol.stalled && math.Abs(s.sol.value-s.sol.bound) <= agree
-	if warm != nil && !s.sol.optimal {
+	// An infeasible end needs no second solve: whether usage can grow
+	// does not depend on costs, and every path was searched.
+	if warm != nil && s.sol.feasible && !s.sol.optimal {
 		ar.release(s.sol)
 		return nil
 	}
@@ -468,6 +504,7 @@ func (s *lpSolver) add(j, b, delta int) {
 				s.heaps[b*m+c].push(heapEntry{s.unit[j*m+c] - s.unit[k], int32(j)})
 			}
 		}
+		s.heaps[b*m+b].push(heapEntry{-s.unit[k], int32(j)})
 	}
 	s.sol.flow[k] += delta
 }
@@ -479,21 +516,10 @@ func (s *lpSolver) duals() {
 	m, sol, p := s.m, s.sol, s.p
 	S, T := m, m+1
 	s.edges()
-	// a -> S: undo an item on a (reverse of its S -> item arc).
-	wAS := make([]float64, m)
-	for i := range wAS {
-		wAS[i] = math.Inf(1)
-	}
-	for j := 0; j < s.n; j++ {
-		for a := 0; a < m; a++ {
-			if sol.flow[j*m+a] > 0 {
-				wAS[a] = math.Min(wAS[a], -s.unit[j*m+a])
-			}
-		}
-	}
 	arcs := s.ar.arcBuf(m*(m+3) + 2)
 	for i := 0; i < m; i++ {
-		arcs = append(arcs, arc{S, i, s.wS[i]}, arc{i, S, wAS[i]})
+		// i -> S undoes GPUs of an item on i (its S -> item arc reversed).
+		arcs = append(arcs, arc{S, i, s.wS[i]}, arc{i, S, s.wAB[i*m+i]})
 		if sol.load[i] < p.Capacity[i] {
 			arcs = append(arcs, arc{i, T, 0})
 		}
@@ -532,6 +558,7 @@ func (s *lpSolver) duals() {
 			break
 		}
 	}
+	sol.pi = append(sol.pi[:0], pi...)
 	// With a negative cycle (a warm start that is not min-cost) the
 	// potentials do not converge; clamping keeps the bound valid.
 	sol.nu = math.Max(0, pi[T]-pi[S])

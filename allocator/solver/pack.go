@@ -31,27 +31,19 @@ func MaxUsage(ctx context.Context, p *Problem, opt Options) (Packing, error) {
 	if err := p.check(); err != nil {
 		return Packing{}, err
 	}
-	m, n := p.M(), p.N()
-	q := &Problem{Capacity: p.Capacity, Size: p.Size, Cost: make([]float64, n*m)}
-	for j := 0; j < n; j++ {
-		for i := 0; i < m; i++ {
-			q.Cost[j*m+i] = math.Inf(1)
-			if p.Allowed(j, i) && p.Size[j] <= p.Capacity[i] {
-				q.Cost[j*m+i] = -float64(p.Size[j])
-			}
-		}
-	}
-	best := bestFit(q)
+	best := bestFit(p)
 	// Most rounds stop here: the packing fills every GPU, or places every
 	// item that fits anywhere.
 	bound := 0
-	for _, y := range q.Capacity {
+	for _, y := range p.Capacity {
 		bound += y
 	}
-	bound = min(bound, q.usage(allFitting(q)))
-	if u := q.usage(best); u < bound {
-		bound = min(bound, solveLP(q, nil, nil).total, subsetSumBound(q))
+	bound = min(bound, p.usage(allFitting(p)))
+	if p.usage(best) == bound {
+		return Packing{Usage: bound, Choice: best, Proven: true, Bound: bound}, nil
 	}
+	q := packingProblem(p)
+	bound = min(bound, solveLP(q, nil, nil).total, subsetSumBound(q))
 	if u := q.usage(best); u < bound {
 		res, err := solve(ctx, q, Options{NodeLimit: opt.NodeLimit, Start: best, noDP: opt.noDP}, -float64(bound))
 		if err != nil && res.Choice == nil {
@@ -68,6 +60,25 @@ func MaxUsage(ctx context.Context, p *Problem, opt Options) (Packing, error) {
 	return Packing{Usage: u, Choice: best, Proven: u == bound, Bound: bound}, nil
 }
 
+// packingProblem is p's packing program: every admissible option that fits
+// its model costs minus its size.
+func packingProblem(p *Problem) *Problem {
+	m, n := p.M(), p.N()
+	q := &Problem{Capacity: p.Capacity, Size: p.Size, Cost: make([]float64, n*m)}
+	for j := 0; j < n; j++ {
+		for i := 0; i < m; i++ {
+			q.Cost[j*m+i] = math.Inf(1)
+			if p.fits(j, i) {
+				q.Cost[j*m+i] = -float64(p.Size[j])
+			}
+		}
+	}
+	return q
+}
+
+// fits reports whether item j may use model i and fits its capacity.
+func (p *Problem) fits(j, i int) bool { return p.Allowed(j, i) && p.Size[j] <= p.Capacity[i] }
+
 // allFitting chooses, for every item, some model it fits (ignoring
 // capacity sums): its usage bounds any packing.
 func allFitting(p *Problem) []int {
@@ -75,7 +86,7 @@ func allFitting(p *Problem) []int {
 	for j := range choice {
 		choice[j] = -1
 		for i := 0; i < p.M(); i++ {
-			if p.Allowed(j, i) {
+			if p.fits(j, i) {
 				choice[j] = i
 				break
 			}

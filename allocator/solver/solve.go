@@ -93,13 +93,9 @@ func branchAndBound(ctx context.Context, p *Problem, opt Options, target float64
 			s.offer(slices.Clone(opt.Start))
 		}
 	}
-	idx := make([]int, p.N())
-	for j := range idx {
-		idx[j] = j
-	}
 	// The root explores p itself: nodes never change their problem, and
 	// every step already skips options larger than their model.
-	s.explore(p, idx, nil, 0, math.Inf(-1))
+	s.root(p)
 	if s.best == nil {
 		if s.stopped {
 			if err := ctx.Err(); err != nil {
@@ -189,18 +185,31 @@ func (s *search) done() bool {
 	return s.bestVal <= s.target+s.tol
 }
 
-// explore solves the node whose free items are sub (idx maps them to the
-// original problem); everything else is fixed in s.assign at fixedCost.
-// parentBound is a valid bound for the node, recorded if it is cut off.
-func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentBound float64) {
+// root searches p from scratch: all its items free, nothing fixed.
+func (s *search) root(p *Problem) {
+	idx := make([]int, p.N())
+	for j := range idx {
+		idx[j] = j
+	}
+	if lp := s.solveNode(p, idx, nil, 0, math.Inf(-1)); lp != nil {
+		s.explore(p, idx, lp, 0, math.Inf(-1))
+	}
+}
+
+// solveNode counts the node whose free items are sub (idx maps them to the
+// original problem; everything else is fixed in s.assign at fixedCost) and
+// solves its LP. It returns nil when nothing is left to explore: the node
+// is over the limits (parentBound, a valid bound for it, then counts as
+// open), settled by the DP, infeasible or stalled.
+func (s *search) solveNode(sub *Problem, idx []int, warm *warmStart, fixedCost, parentBound float64) *lpSolution {
 	if s.done() {
-		return
+		return nil
 	}
 	s.nodes++
 	if s.nodes > s.limit || (s.nodes%64 == 0 && s.ctx.Err() != nil) {
 		s.stopped = true
 		s.minOpen = math.Min(s.minOpen, parentBound)
-		return
+		return nil
 	}
 	if !s.noDP {
 		if states := dpSize(sub, dpNodeWork); states > 0 {
@@ -208,35 +217,42 @@ func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentB
 			if choice, _, ok := solveDP(sub, states); ok {
 				s.offerSub(sub, idx, fixedCost, func(j int) int { return choice[j] })
 			}
-			return
+			return nil
 		}
 	}
-	var undo []int
-	defer func() {
-		for _, j := range undo {
-			s.assign[j] = -1
-		}
-	}()
 	lp := solveLP(sub, warm, s.ar)
 	if lp == nil {
 		s.coldSolves++
 		lp = solveLP(sub, nil, s.ar)
 	}
-	defer s.ar.release(lp)
 	s.augs += lp.augs
 	if lp.stalled {
 		// Float noise stopped the LP: its bound holds, but neither its
 		// infeasibility nor its flow proves anything about the node.
 		s.unproven = true
 		s.minOpen = math.Min(s.minOpen, math.Max(parentBound, fixedCost+lp.bound))
-		return
 	}
-	if !lp.feasible {
-		return
+	if lp.stalled || !lp.feasible {
+		s.ar.release(lp)
+		return nil
 	}
 	if s.tol == 0 { // the root: scale the tolerance to the objective
 		s.tol = math.Max(relTolObjective*math.Max(1, math.Abs(fixedCost+lp.value)), lp.noise)
 	}
+	return lp
+}
+
+// explore goes on from a node that solveNode solved: it prunes, offers
+// what the LP suggests, fixes by reduced costs and branches. It releases
+// lp.
+func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, parentBound float64) {
+	defer s.ar.release(lp)
+	var undo []int
+	defer func() {
+		for _, j := range undo {
+			s.assign[j] = -1
+		}
+	}()
 	bound := math.Max(parentBound, fixedCost+lp.bound)
 	if bound >= s.bestVal-s.tol {
 		s.minOpen = math.Min(s.minOpen, bound)
@@ -285,19 +301,31 @@ func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentB
 	if s.core == 0 {
 		s.core = sub.N()
 	}
-	m := sub.M()
-	childIndex := make([]int32, sub.N())
-	for j := range childIndex {
-		childIndex[j] = int32(j)
-		if j == jb {
-			childIndex[j] = -1
-		} else if j > jb {
-			childIndex[j] = int32(j - 1)
-		}
-	}
-	// Children start from this node's LP optimum, carried to their items.
-	carried := s.ar.zeroInts((sub.N() - 1) * m)
+	carried := s.carry(parentSub, parentLP, sub, newIndex, jb)
 	defer s.ar.putInts(carried)
+	kids := s.children(sub, idx, jb, opts, &warmStart{carried, parentLP.pi}, fixedCost, bound)
+	for _, k := range kids {
+		if !s.stopped && !s.done() {
+			s.assign[idx[jb]] = k.model
+			s.explore(k.sub, k.idx, k.lp, k.fixedCost, bound)
+			s.assign[idx[jb]] = -1
+		} else {
+			s.ar.release(k.lp)
+		}
+		s.ar.putFloats(k.sub.Cost)
+		s.ar.putInts(k.sub.Size, k.idx)
+	}
+	if s.stopped {
+		s.minOpen = math.Min(s.minOpen, bound)
+	}
+}
+
+// carry maps the node's LP optimum (over parentSub's items) to the items
+// its children keep: those of sub (newIndex maps parentSub's items to
+// them, nil when fixing changed nothing) less the branched item jb.
+func (s *search) carry(parentSub *Problem, parentLP *lpSolution, sub *Problem, newIndex []int32, jb int) []int {
+	m := sub.M()
+	carried := s.ar.zeroInts((sub.N() - 1) * m)
 	for j := 0; j < parentSub.N(); j++ {
 		nj := j
 		if newIndex != nil {
@@ -306,34 +334,62 @@ func (s *search) explore(sub *Problem, idx []int, warm []int, fixedCost, parentB
 		if nj < 0 || nj == jb {
 			continue
 		}
-		copy(carried[int(childIndex[nj])*m:], parentLP.flow[j*m:(j+1)*m])
+		if nj > jb {
+			nj--
+		}
+		copy(carried[nj*m:], parentLP.flow[j*m:(j+1)*m])
 	}
+	return carried
+}
+
+// child is a solved child node waiting to be explored.
+type child struct {
+	model     int // the branched item's model, -1 when left out
+	sub       *Problem
+	idx       []int
+	lp        *lpSolution
+	fixedCost float64
+	bound     float64
+}
+
+// children solves the LP of every child that branching on item jb of sub
+// makes (one per option in opts) and returns those left to explore, least
+// bound first: the search then dives where the optimum most likely is, and
+// a good incumbent early prunes and fixes more in the siblings after it.
+// Each child's problem, items and LP go back to the arena once explored.
+func (s *search) children(sub *Problem, idx []int, jb int, opts []int, carried *warmStart, fixedCost, bound float64) []child {
+	m := sub.M()
+	var kids []child
 	for _, o := range opts {
 		if o >= 0 && (math.IsInf(sub.Cost[jb*m+o], 1) || sub.Size[jb] > sub.Capacity[o]) {
 			continue // fixing ruled this option out
 		}
-		child := append(append(s.ar.zeroInts(len(idx) - 1)[:0], idx[:jb]...), idx[jb+1:]...)
-		cp := restrict(sub, idx, idx[jb], s.ar)
-		cost := 0.0
+		k := child{model: o, fixedCost: fixedCost}
+		k.idx = append(append(s.ar.zeroInts(len(idx) - 1)[:0], idx[:jb]...), idx[jb+1:]...)
+		k.sub = restrict(sub, idx, idx[jb], s.ar)
 		if o >= 0 {
-			cost = sub.Cost[jb*m+o]
-			cp.Capacity[o] -= sub.Size[jb]
-			cp.MinUsage = max(0, cp.MinUsage-sub.Size[jb])
-			s.assign[idx[jb]] = o
+			k.fixedCost += sub.Cost[jb*m+o]
+			k.sub.Capacity[o] -= sub.Size[jb]
+			k.sub.MinUsage = max(0, k.sub.MinUsage-sub.Size[jb])
 		}
-		warm := fitWarm(cp, carried, s.ar)
-		s.explore(cp, child, warm, fixedCost+cost, bound)
-		s.ar.putFloats(cp.Cost)
-		s.ar.putInts(cp.Size, child, warm)
+		warm := fitWarm(k.sub, carried.flow, s.ar)
+		s.assign[idx[jb]] = o // a child the DP settles offers its assignment
+		k.lp = s.solveNode(k.sub, k.idx, &warmStart{warm, carried.pi}, k.fixedCost, bound)
 		s.assign[idx[jb]] = -1
-		if s.stopped {
-			s.minOpen = math.Min(s.minOpen, bound)
-			return
+		s.ar.putInts(warm)
+		if k.lp == nil {
+			s.ar.putFloats(k.sub.Cost)
+			s.ar.putInts(k.sub.Size, k.idx)
+			if s.stopped {
+				break
+			}
+			continue
 		}
-		if s.done() {
-			return
-		}
+		k.bound = k.fixedCost + k.lp.bound
+		kids = append(kids, k)
 	}
+	slices.SortStableFunc(kids, func(a, b child) int { return cmp.Compare(a.bound, b.bound) })
+	return kids
 }
 
 // fitWarm copies a carried flow and takes out what no longer fits: flow on
@@ -528,7 +584,11 @@ func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution, fixedCos
 		j     int
 		delta float64
 	}
-	cands := make([]cand, n)
+	// The core's first coreSize items are those of least delta: a bounded
+	// max-heap keeps them (ties: lower index first) without sorting all.
+	worse := func(a, b cand) bool { return a.delta > b.delta || a.delta == b.delta && a.j > b.j }
+	k := coreSize(m)
+	kept := make([]cand, 0, k)
 	for j := 0; j < n; j++ {
 		d := float64(sub.Size[j])
 		best, second := 0.0, math.Inf(1)
@@ -546,16 +606,10 @@ func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution, fixedCos
 		if lp.assigned[j] != 0 && lpModel(lp, j, m, sub.Size[j]) < 0 {
 			delta = math.Inf(-1) // fractional: always free
 		}
-		cands[j] = cand{j, delta}
+		kept = keepLeast(kept, k, cand{j, delta}, worse)
 	}
-	slices.SortFunc(cands, func(a, b cand) int {
-		if c := cmp.Compare(a.delta, b.delta); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.j, b.j)
-	})
 	free := make([]bool, n)
-	for _, c := range cands[:coreSize(m)] {
+	for _, c := range kept {
 		free[c.j] = true
 	}
 	for _, j := range fillers(sub, lp) {
@@ -580,12 +634,8 @@ func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution, fixedCos
 	}
 	inner := newSearch(s.ctx, core, Options{NodeLimit: coreNodeLimit}, math.Inf(-1))
 	inner.nested = true
-	all := make([]int, core.N())
-	for j := range all {
-		all[j] = j
-	}
 	inner.ar = s.ar // the nested search runs inside this node and gives back what it takes
-	inner.explore(core, all, nil, 0, math.Inf(-1))
+	inner.root(core)
 	s.nodes += inner.nodes
 	s.augs += inner.augs
 	if inner.best == nil {
@@ -595,6 +645,46 @@ func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution, fixedCos
 		fixed[j] = inner.best[k]
 	}
 	s.offerSub(sub, idx, fixedCost, func(j int) int { return fixed[j] })
+}
+
+// keepLeast adds x to h, a max-heap under worse of at most k elements,
+// keeping the k least seen.
+func keepLeast[T any](h []T, k int, x T, worse func(a, b T) bool) []T {
+	if len(h) == k {
+		if worse(h[0], x) {
+			h[0] = x // x displaces the worst kept
+			siftDown(h, 0, worse)
+		}
+		return h
+	}
+	h = append(h, x)
+	for c := len(h) - 1; c > 0; {
+		p := (c - 1) / 2
+		if !worse(h[c], h[p]) {
+			break
+		}
+		h[c], h[p] = h[p], h[c]
+		c = p
+	}
+	return h
+}
+
+// siftDown restores the max-heap order under worse below h[k].
+func siftDown[T any](h []T, k int, worse func(a, b T) bool) {
+	for {
+		l, r, m := 2*k+1, 2*k+2, k
+		if l < len(h) && worse(h[l], h[m]) {
+			m = l
+		}
+		if r < len(h) && worse(h[r], h[m]) {
+			m = r
+		}
+		if m == k {
+			return
+		}
+		h[k], h[m] = h[m], h[k]
+		k = m
+	}
 }
 
 // fillersPerSize is how many waiting items per (model, size) the core
@@ -610,20 +700,28 @@ func fillers(sub *Problem, lp *lpSolution) []int {
 		r float64
 		j int
 	}
-	best := map[[2]int][]entry{} // (model, size) -> up to fillersPerSize, ascending
+	// best[class*m+i] holds up to fillersPerSize entries for model i and
+	// the gang size numbered class, ascending.
+	var best [][]entry
+	class := map[int]int{}
 	for j := 0; j < sub.N(); j++ {
 		if lp.assigned[j] != 0 {
 			continue
 		}
 		d := sub.Size[j]
-		for i := 0; i < m; i++ {
-			c := sub.Cost[j*m+i]
-			if math.IsInf(c, 1) || d > sub.Capacity[i] {
+		c, ok := class[d]
+		if !ok {
+			c = len(class)
+			class[d] = c
+			best = append(best, make([][]entry, m)...)
+		}
+		lists := best[c*m : (c+1)*m]
+		for i, cost := range sub.Cost[j*m : (j+1)*m] {
+			if math.IsInf(cost, 1) || d > sub.Capacity[i] {
 				continue
 			}
-			e := entry{c - float64(d)*lp.q[i], j}
-			key := [2]int{i, d}
-			l := best[key]
+			e := entry{cost - float64(d)*lp.q[i], j}
+			l := lists[i]
 			if len(l) == fillersPerSize && e.r >= l[len(l)-1].r {
 				continue
 			}
@@ -637,7 +735,7 @@ func fillers(sub *Problem, lp *lpSolution) []int {
 				l[k] = l[k-1]
 			}
 			l[k] = e
-			best[key] = l
+			lists[i] = l
 		}
 	}
 	var out []int

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -72,6 +75,29 @@ func randomProblem(r *rand.Rand) *Problem {
 			p.Capacity[i] = r.IntN(17)
 		}
 	}
+	drawItems(r, p, sizes)
+	return p
+}
+
+// mediumProblem draws an instance too large for brute force but small
+// enough for the DP: 2 to 4 models, 10 to 40 items, so that branch and
+// bound nests deep and its children start warm.
+func mediumProblem(r *rand.Rand) *Problem {
+	m := 2 + r.IntN(3)
+	n := 10 + r.IntN(31)
+	capMax := []int{60, 24, 11}[m-2] // at most about 20,000 load states
+	p := &Problem{Capacity: make([]int, m), Size: make([]int, n), Cost: make([]float64, n*m)}
+	for i := range p.Capacity {
+		p.Capacity[i] = r.IntN(capMax + 1)
+	}
+	drawItems(r, p, []int{1, 1, 1, 2, 2, 4, 4, 8})
+	return p
+}
+
+// drawItems draws p's sizes from sizes and its costs: exclusions, costs of
+// both signs, sometimes integer costs so that ties are common.
+func drawItems(r *rand.Rand, p *Problem, sizes []int) {
+	m := p.M()
 	ties := r.IntN(3) == 0
 	sign := r.IntN(3) // 0 positive, 1 negative, 2 mixed
 	// Sometimes magnitudes differ by many orders, as when a large rho
@@ -99,7 +125,6 @@ func randomProblem(r *rand.Rand) *Problem {
 			p.Cost[k] = c
 		}
 	}
-	return p
 }
 
 func tolFor(p *Problem) float64 {
@@ -112,9 +137,30 @@ func tolFor(p *Problem) float64 {
 	return 1e-9 * math.Max(1, s)
 }
 
+// sweep returns how many instances a property test draws and their
+// source: want and (seed1, seed2) unless FFT_BRUTE_INSTANCES (at least
+// want) and FFT_BRUTE_SEED (in place of seed1) ask for a larger or another
+// sweep, as algorithmic changes to the solver should be checked with.
+func sweep(t *testing.T, want int, seed1, seed2 uint64) (int, *rand.Rand) {
+	if v := os.Getenv("FFT_BRUTE_INSTANCES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < want {
+			t.Fatalf("FFT_BRUTE_INSTANCES=%q: want an integer of at least %d", v, want)
+		}
+		want = n
+	}
+	if v := os.Getenv("FFT_BRUTE_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("FFT_BRUTE_SEED=%q: %v", v, err)
+		}
+		seed1 = n
+	}
+	return want, rand.New(rand.NewPCG(seed1, seed2))
+}
+
 func TestSolveMatchesBruteForce(t *testing.T) {
-	const instances = 10000
-	r := rand.New(rand.NewPCG(1, 2))
+	instances, r := sweep(t, 10000, 1, 2)
 	ctx := context.Background()
 	for it := 0; it < instances; it++ {
 		p := randomProblem(r)
@@ -154,8 +200,8 @@ func TestSolveMatchesBruteForce(t *testing.T) {
 // TestSolveWithoutStart checks that the search finds feasible answers on its
 // own, for MinUsage below, at and above what can be reached.
 func TestSolveWithoutStart(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	for it := 0; it < 3000; it++ {
+	instances, r := sweep(t, 3000, 3, 4)
+	for it := 0; it < instances; it++ {
 		p := randomProblem(r)
 		k, _, _ := bruteForce(p, true)
 		p.MinUsage = r.IntN(k + 2)
@@ -173,6 +219,52 @@ func TestSolveWithoutStart(t *testing.T) {
 		if got := p.Objective(res.Choice); !p.Feasible(res.Choice) || math.Abs(got-want) > tolFor(p) {
 			t.Fatalf("instance %d: objective %v feasible %v, want %v\n%s", it, got, p.Feasible(res.Choice), want, dump(p))
 		}
+	}
+}
+
+// TestBranchAndBoundMatchesDP checks branch and bound, whose nodes nest
+// deep and start warm on these sizes, against the DP, exact on its own.
+// A parity the LP cannot see can keep the search from closing its gap
+// within the node limit (why the DP exists); what it claims must hold all
+// the same: its assignment feasible, its bound below the optimum, and the
+// optimum itself whenever it says Optimal.
+func TestBranchAndBoundMatchesDP(t *testing.T) {
+	instances, r := sweep(t, 500, 7, 8)
+	ctx := context.Background()
+	opt := Options{NodeLimit: 5000, noDP: true}
+	unproven := 0
+	for it := 0; it < instances; it++ {
+		p := mediumProblem(r)
+		pack, err := MaxUsage(ctx, p, opt)
+		if err != nil {
+			t.Fatalf("instance %d: MaxUsage: %v\n%s", it, err, dump(p))
+		}
+		byDP, err := MaxUsage(ctx, p, Options{})
+		if err != nil || !byDP.Proven || pack.Usage > byDP.Usage || pack.Bound < byDP.Usage || pack.Proven && pack.Usage != byDP.Usage {
+			t.Fatalf("instance %d: K = %d (bound %d, proven %v) by branch and bound, %d by DP (%v)\n%s", it, pack.Usage, pack.Bound, pack.Proven, byDP.Usage, err, dump(p))
+		}
+		p.MinUsage = byDP.Usage
+		choice, want, ok := solveDP(p, dpSize(p, math.MaxInt))
+		if !ok || !p.Feasible(choice) {
+			t.Fatalf("instance %d: DP found no assignment at K = %d\n%s", it, p.MinUsage, dump(p))
+		}
+		opt.Start = byDP.Choice
+		res, err := Solve(ctx, p, opt)
+		if err != nil {
+			t.Fatalf("instance %d: Solve: %v\n%s", it, err, dump(p))
+		}
+		got, tol := p.Objective(res.Choice), tolFor(p)
+		if !p.Feasible(res.Choice) || got < want-tol || res.Bound > want+tol || res.Status == Optimal && got > want+tol {
+			t.Fatalf("instance %d: objective %v bound %v (feasible %v, %v), DP %v\n%s", it, got, res.Bound, p.Feasible(res.Choice), res.Status, want, dump(p))
+		}
+		if !pack.Proven || res.Status != Optimal {
+			unproven++
+		}
+	}
+	t.Logf("%d of %d instances unproven within %d nodes", unproven, instances, opt.NodeLimit)
+	// The DP-less search should settle nearly all of them.
+	if unproven > instances/50 {
+		t.Errorf("%d of %d instances unproven within %d nodes", unproven, instances, opt.NodeLimit)
 	}
 }
 
@@ -200,6 +292,70 @@ func TestLPDualsAreOptimal(t *testing.T) {
 		}
 		if math.Abs(lp.bound-lp.value) > tolFor(p) {
 			t.Fatalf("instance %d: dual bound %v != primal %v (q=%v nu=%v)\n%s", it, lp.bound, lp.value, lp.q, lp.nu, dump(p))
+		}
+	}
+}
+
+// TestPricedLPMatchesFull checks the LP solved on priced items against the
+// LP over all of them, on rounds with many items per GPU.
+func TestPricedLPMatchesFull(t *testing.T) {
+	instances, r := sweep(t, 2000, 9, 10)
+	pricedRounds := 0
+	for it := 0; it < instances; it++ {
+		m := 1 + r.IntN(4)
+		p := &Problem{Capacity: make([]int, m), Size: make([]int, 40+r.IntN(160)), Cost: make([]float64, 0)}
+		p.Cost = make([]float64, p.N()*m)
+		for i := range p.Capacity {
+			p.Capacity[i] = r.IntN(10)
+		}
+		drawItems(r, p, []int{1, 1, 1, 2, 2, 4, 8})
+		pack, err := MaxUsage(context.Background(), p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.MinUsage = r.IntN(pack.Usage + 1)
+		full := solveFull(p, nil, nil)
+		// The first columns usually need no second round; a few random
+		// ones need many, each warm-started from the last.
+		var few []int
+		for j := 0; j < p.N(); j++ {
+			if r.IntN(8) == 0 {
+				few = append(few, j)
+			}
+		}
+		for _, sol := range []*lpSolution{solvePriced(p, nil), solveColumns(p, few, nil)} {
+			if !priced(p) || sol == nil {
+				continue // solved in full: nothing to compare
+			}
+			pricedRounds++
+			checkPriced(t, it, p, sol, full)
+		}
+	}
+	t.Logf("%d of %d priced solves", pricedRounds, 2*instances)
+	if pricedRounds < instances/2 {
+		t.Errorf("only %d of %d solves were priced", pricedRounds, 2*instances)
+	}
+}
+
+// checkPriced compares a priced LP with the full one: same value and bound,
+// optimal, and a flow within the exclusions and capacities.
+func checkPriced(t *testing.T, it int, p *Problem, sol, full *lpSolution) {
+	t.Helper()
+	if sol.feasible != full.feasible || !sol.optimal || math.Abs(sol.value-full.value) > tolFor(p) || math.Abs(sol.bound-full.bound) > tolFor(p) {
+		t.Fatalf("instance %d: priced LP value %v bound %v (feasible %v, optimal %v), full LP value %v bound %v (feasible %v)\n%s",
+			it, sol.value, sol.bound, sol.feasible, sol.optimal, full.value, full.bound, full.feasible, dump(p))
+	}
+	m := p.M()
+	load := make([]int, m)
+	for k, f := range sol.flow {
+		load[k%m] += f
+		if f < 0 || f > 0 && !p.fits(k/m, k%m) {
+			t.Fatalf("instance %d: flow %d of item %d on model %d\n%s", it, f, k/m, k%m, dump(p))
+		}
+	}
+	for i, l := range load {
+		if l > p.Capacity[i] {
+			t.Fatalf("instance %d: model %d holds %d > %d\n%s", it, i, l, p.Capacity[i], dump(p))
 		}
 	}
 }
@@ -297,5 +453,23 @@ func TestCheckErrors(t *testing.T) {
 				t.Fatalf("Solve: got %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestKeepLeast(t *testing.T) {
+	worse := func(a, b int) bool { return a > b }
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, tc := range []struct{ n, k int }{{0, 3}, {2, 3}, {3, 3}, {10, 1}, {100, 7}, {1000, 80}} {
+		var h []int
+		xs := make([]int, tc.n)
+		for i := range xs {
+			xs[i] = r.IntN(50) // duplicates on purpose
+			h = keepLeast(h, tc.k, xs[i], worse)
+		}
+		slices.Sort(xs)
+		slices.Sort(h)
+		if want := xs[:min(tc.k, tc.n)]; !slices.Equal(h, want) {
+			t.Errorf("n=%d k=%d: kept %v, want %v", tc.n, tc.k, h, want)
+		}
 	}
 }
