@@ -12,6 +12,7 @@ require (
 	github.com/hashicorp/hcl/v2 v2.9.2-0.20220525143345-ab3cae0737bc
 	github.com/hashicorp/nomad v1.6.1
 	github.com/hashicorp/nomad/api v0.0.0-20261016150620-df630b26e78a
+	github.com/nomad-fft/nomad-fft/internal/agentrun v0.0.0
 	gonum.org/v1/gonum v0.17.0
 	gonum.org/v1/plot v0.17.0
 )
@@ -72,3 +73,7 @@ require (
 	google.golang.org/grpc v1.53.0 // indirect
 	google.golang.org/protobuf v1.36.8 // indirect
 )
+
+// The agent launcher shared with the e2e/agents/nomad module lives in this repository and is
+// never published: always use the checked-out copy (internal/agentrun/doc.go).
+replace github.com/nomad-fft/nomad-fft/internal/agentrun => ./internal/agentrun

@@ -1,7 +1,6 @@
 package devcluster
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/nomad-fft/nomad-fft/internal/agentrun"
 )
 
 // Binaries are the programs a dev cluster runs. The agents come from
@@ -21,20 +22,11 @@ type Binaries struct {
 	Nomad, Consul, Plugin, Allocator string
 }
 
-// The variables that name prebuilt binaries, and the agent versions the
-// repository builds (make agents).
+// The variables that name prebuilt binaries of the repository's commands.
 const (
-	EnvNomadBin     = "FFT_NOMAD_BIN"
-	EnvConsulBin    = "FFT_CONSUL_BIN"
 	EnvPluginBin    = "FFT_PLUGIN_BIN"
 	EnvAllocatorBin = "FFT_ALLOCATOR_BIN"
-	NomadVersion    = "1.6.1"
-	ConsulVersion   = "1.16.1"
-	// PluginName is the plugin's file name, which is also the label of its
-	// plugin block in the client configuration.
-	PluginName    = "nomad-device-fft"
-	allocatorName = "fft-allocator"
-	mainModule    = "github.com/nomad-fft/nomad-fft"
+	allocatorName   = "fft-allocator"
 )
 
 // ErrMissing means a binary was found nowhere; the error says where it
@@ -44,16 +36,16 @@ var ErrMissing = errors.New("devcluster: binary not found")
 // finder looks binaries up; its functions are the process's own except in
 // tests.
 type finder struct {
-	getenv     func(string) string
-	lookPath   func(string) (string, error)
+	// agents finds the agents; its Getenv and repository starts serve the
+	// commands too.
+	agents     agentrun.Finder
 	executable func() (string, error)
-	getwd      func() (string, error)
 	// build runs `go build -o out ./cmd/<name>` in the repository root.
 	build func(ctx context.Context, root, name, out string) error
 }
 
 func defaultFinder() finder {
-	return finder{getenv: os.Getenv, lookPath: exec.LookPath, executable: os.Executable, getwd: os.Getwd, build: goBuild}
+	return finder{agents: agentrun.DefaultFinder(), executable: os.Executable, build: goBuild}
 }
 
 // resolve fills the empty fields of b as Binaries says, building into
@@ -61,33 +53,35 @@ func defaultFinder() finder {
 func (f finder) resolve(ctx context.Context, b Binaries, buildDir string, progress func(string)) (Binaries, error) {
 	var missing []string
 	for _, a := range []struct {
-		dst                *string
-		name, version, env string
+		dst   *string
+		agent agentrun.Agent
 	}{
-		{&b.Nomad, "nomad", NomadVersion, EnvNomadBin},
-		{&b.Consul, "consul", ConsulVersion, EnvConsulBin},
+		{&b.Nomad, agentrun.Nomad},
+		{&b.Consul, agentrun.Consul},
 	} {
 		if *a.dst != "" {
 			continue
 		}
-		p, why, err := f.agent(a.name, a.version, a.env)
-		if err != nil {
-			return b, err
-		}
-		if why != "" {
-			missing = append(missing, why)
+		p, err := f.agents.Find(a.agent)
+		var notFound *agentrun.NotFoundError
+		switch {
+		case errors.As(err, &notFound):
+			// Both agents' absence is told at once, with how to build them.
+			missing = append(missing, notFound.Error())
+		case err != nil:
+			return b, fmt.Errorf("%w: %w", ErrMissing, err)
 		}
 		*a.dst = p
 	}
 	if len(missing) > 0 {
 		return b, fmt.Errorf("%w: %s; run `make agents` in the repository: it builds Nomad %s and Consul %s from their MPL modules into .cache/ (about 16 minutes on 2 cores the first time)",
-			ErrMissing, strings.Join(missing, "; "), NomadVersion, ConsulVersion)
+			ErrMissing, strings.Join(missing, "; "), agentrun.Nomad.Version, agentrun.Consul.Version)
 	}
 	for _, c := range []struct {
 		dst       *string
 		name, env string
 	}{
-		{&b.Plugin, PluginName, EnvPluginBin},
+		{&b.Plugin, agentrun.PluginName, EnvPluginBin},
 		{&b.Allocator, allocatorName, EnvAllocatorBin},
 	} {
 		if *c.dst == "" {
@@ -101,44 +95,21 @@ func (f finder) resolve(ctx context.Context, b Binaries, buildDir string, progre
 	return b, nil
 }
 
-// agent finds an agent: $env, else PATH, else the repository's cache. When
-// there is none it returns why; a variable naming no program is an error.
-func (f finder) agent(name, version, env string) (path, missing string, err error) {
-	if p := f.getenv(env); p != "" {
-		if err := isExecutable(p); err != nil {
-			return "", "", fmt.Errorf("%w: %s=%q: %w", ErrMissing, env, p, err)
-		}
-		return p, "", nil
-	}
-	if p, err := f.lookPath(name); err == nil {
-		return p, "", nil
-	}
-	cache := "no repository was found above the working directory or fftctl to hold .cache/agents"
-	if root, ok := f.repoRoot(); ok {
-		cached := filepath.Join(root, ".cache", "agents", name+"-v"+version, name)
-		if isExecutable(cached) == nil {
-			return cached, "", nil
-		}
-		cache = cached + " is missing"
-	}
-	return "", fmt.Sprintf("no %s agent (%s is unset, no %s on PATH, %s)", name, env, name, cache), nil
-}
-
 // command finds one of the repository's commands: $env, else next to the
 // running program, else built into buildDir.
 func (f finder) command(ctx context.Context, name, env, buildDir string, progress func(string)) (string, error) {
-	if p := f.getenv(env); p != "" {
-		if err := isExecutable(p); err != nil {
+	if p := f.agents.Getenv(env); p != "" {
+		if err := agentrun.IsExecutable(p); err != nil {
 			return "", fmt.Errorf("%w: %s=%q: %w", ErrMissing, env, p, err)
 		}
 		return p, nil
 	}
 	if exe, err := f.executable(); err == nil {
-		if p := filepath.Join(filepath.Dir(exe), name); isExecutable(p) == nil {
+		if p := filepath.Join(filepath.Dir(exe), name); agentrun.IsExecutable(p) == nil {
 			return p, nil
 		}
 	}
-	root, ok := f.repoRoot()
+	root, ok := agentrun.RepoRoot(f.agents.Starts...)
 	if !ok {
 		return "", fmt.Errorf("%w: no %s: %s is unset, it is not next to fftctl, and no repository was found above the working directory to build it from (run `make build` there, or set %s)",
 			ErrMissing, name, env, env)
@@ -149,57 +120,6 @@ func (f finder) command(ctx context.Context, name, env, buildDir string, progres
 		return "", err
 	}
 	return out, nil
-}
-
-// repoRoot finds the main module's root above the working directory, else
-// above the running program.
-func (f finder) repoRoot() (string, bool) {
-	var starts []string
-	if wd, err := f.getwd(); err == nil {
-		starts = append(starts, wd)
-	}
-	if exe, err := f.executable(); err == nil {
-		starts = append(starts, filepath.Dir(exe))
-	}
-	for _, dir := range starts {
-		for {
-			if isMainModule(filepath.Join(dir, "go.mod")) {
-				return dir, true
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
-	}
-	return "", false
-}
-
-func isMainModule(gomod string) bool {
-	f, err := os.Open(gomod)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(s.Text()), "module "); ok {
-			return strings.TrimSpace(rest) == mainModule
-		}
-	}
-	return false
-}
-
-func isExecutable(p string) error {
-	st, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if st.IsDir() || st.Mode()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file", p)
-	}
-	return nil
 }
 
 func goBuild(ctx context.Context, root, name, out string) error {

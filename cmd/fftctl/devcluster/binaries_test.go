@@ -8,25 +8,28 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nomad-fft/nomad-fft/internal/agentrun"
 )
 
 // tree is a fake machine: a repository, a folder with fftctl and maybe its
-// siblings, a PATH folder, and a record of builds.
+// siblings, and a record of builds. Its PATH holds no agents: the order in
+// which agents are looked for is agentrun's (and tested there).
 type tree struct {
-	repo, binDir, pathDir string
-	env                   map[string]string
-	built                 []string
+	repo, binDir string
+	env          map[string]string
+	built        []string
 }
 
 func newTree(t *testing.T) *tree {
 	root := t.TempDir()
-	tr := &tree{repo: filepath.Join(root, "repo"), binDir: filepath.Join(root, "opt"), pathDir: filepath.Join(root, "path"), env: map[string]string{}}
-	for _, d := range []string{tr.repo, tr.binDir, tr.pathDir} {
+	tr := &tree{repo: filepath.Join(root, "repo"), binDir: filepath.Join(root, "opt"), env: map[string]string{}}
+	for _, d := range []string{tr.repo, tr.binDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(t, filepath.Join(tr.repo, "go.mod"), "module "+mainModule+"\n\ngo 1.26\n", 0o644)
+	write(t, filepath.Join(tr.repo, "go.mod"), "module "+agentrun.MainModule+"\n\ngo 1.26\n", 0o644)
 	write(t, filepath.Join(tr.binDir, "fftctl"), "", 0o755)
 	return tr
 }
@@ -43,16 +46,13 @@ func write(t *testing.T, path, content string, mode os.FileMode) {
 
 func (tr *tree) finder(wd string) finder {
 	return finder{
-		getenv: func(k string) string { return tr.env[k] },
-		lookPath: func(name string) (string, error) {
-			p := filepath.Join(tr.pathDir, name)
-			if isExecutable(p) == nil {
-				return p, nil
-			}
-			return "", exec.ErrNotFound
+		agents: agentrun.Finder{
+			Getenv:   func(k string) string { return tr.env[k] },
+			LookPath: func(string) (string, error) { return "", exec.ErrNotFound },
+			// As DefaultFinder: the working directory, then fftctl's folder.
+			Starts: []string{wd, tr.binDir},
 		},
 		executable: func() (string, error) { return filepath.Join(tr.binDir, "fftctl"), nil },
-		getwd:      func() (string, error) { return wd, nil },
 		build: func(_ context.Context, root, name, out string) error {
 			tr.built = append(tr.built, name+" from "+root)
 			return os.WriteFile(out, nil, 0o755)
@@ -60,36 +60,39 @@ func (tr *tree) finder(wd string) finder {
 	}
 }
 
-func (tr *tree) cachedAgent(t *testing.T, name, version string) string {
-	p := filepath.Join(tr.repo, ".cache", "agents", name+"-v"+version, name)
+func (tr *tree) cachedAgent(t *testing.T, a agentrun.Agent) string {
+	p := a.CachePath(tr.repo)
 	write(t, p, "", 0o755)
 	return p
 }
 
 func TestResolveBinaries(t *testing.T) {
-	t.Run("environment first", func(t *testing.T) {
+	t.Run("variables, then next to fftctl", func(t *testing.T) {
 		tr := newTree(t)
-		for _, name := range []string{"nomad", "consul", PluginName, allocatorName} {
-			write(t, filepath.Join(tr.pathDir, name), "", 0o755)
+		consulBin := tr.cachedAgent(t, agentrun.Consul)
+		for _, name := range []string{"nomad", agentrun.PluginName, allocatorName} {
 			write(t, filepath.Join(tr.binDir, name), "", 0o755)
 		}
-		custom := filepath.Join(t.TempDir(), "my-nomad")
-		write(t, custom, "", 0o755)
-		tr.env[EnvNomadBin] = custom
+		custom := t.TempDir()
+		for _, name := range []string{"my-nomad", "my-plugin"} {
+			write(t, filepath.Join(custom, name), "", 0o755)
+		}
+		tr.env[agentrun.Nomad.Env] = filepath.Join(custom, "my-nomad")
+		tr.env[EnvPluginBin] = filepath.Join(custom, "my-plugin")
 		b, err := tr.finder(tr.repo).resolve(context.Background(), Binaries{}, t.TempDir(), func(string) {})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := Binaries{Nomad: custom, Consul: filepath.Join(tr.pathDir, "consul"),
-			Plugin: filepath.Join(tr.binDir, PluginName), Allocator: filepath.Join(tr.binDir, allocatorName)}
+		want := Binaries{Nomad: filepath.Join(custom, "my-nomad"), Consul: consulBin,
+			Plugin: filepath.Join(custom, "my-plugin"), Allocator: filepath.Join(tr.binDir, allocatorName)}
 		if b != want {
 			t.Errorf("resolve = %+v, want %+v", b, want)
 		}
 	})
 	t.Run("repository cache and builds", func(t *testing.T) {
 		tr := newTree(t)
-		nomadBin := tr.cachedAgent(t, "nomad", NomadVersion)
-		consulBin := tr.cachedAgent(t, "consul", ConsulVersion)
+		nomadBin := tr.cachedAgent(t, agentrun.Nomad)
+		consulBin := tr.cachedAgent(t, agentrun.Consul)
 		buildDir := t.TempDir()
 		var progress []string
 		// From a folder inside the repository, with nothing next to fftctl.
@@ -97,7 +100,7 @@ func TestResolveBinaries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := Binaries{Nomad: nomadBin, Consul: consulBin, Plugin: filepath.Join(buildDir, PluginName), Allocator: filepath.Join(buildDir, allocatorName)}
+		want := Binaries{Nomad: nomadBin, Consul: consulBin, Plugin: filepath.Join(buildDir, agentrun.PluginName), Allocator: filepath.Join(buildDir, allocatorName)}
 		if b != want {
 			t.Errorf("resolve = %+v, want %+v", b, want)
 		}
@@ -120,14 +123,14 @@ func TestResolveBinaries(t *testing.T) {
 		want  []string
 	}{
 		{"no agents anywhere", func(*testing.T, *tree) {}, func(tr *tree) string { return tr.repo },
-			[]string{"no nomad agent (" + EnvNomadBin + " is unset, no nomad on PATH, ", "no consul agent", "make agents", "about 16 minutes"}},
+			[]string{"no nomad agent (" + agentrun.Nomad.Env + " is unset, no nomad on PATH, ", "no consul agent", "make agents", "about 16 minutes"}},
 		{"an agent variable naming nothing", func(t *testing.T, tr *tree) {
-			tr.env[EnvConsulBin] = "/no/such/consul"
-			tr.cachedAgent(t, "nomad", NomadVersion)
-		}, func(tr *tree) string { return tr.repo }, []string{EnvConsulBin + `="/no/such/consul"`}},
+			tr.env[agentrun.Consul.Env] = "/no/such/consul"
+			tr.cachedAgent(t, agentrun.Nomad)
+		}, func(tr *tree) string { return tr.repo }, []string{agentrun.Consul.Env + `="/no/such/consul"`}},
 		{"no repository to build from", func(t *testing.T, tr *tree) {
-			tr.env[EnvNomadBin] = tr.cachedAgent(t, "nomad", NomadVersion)
-			tr.env[EnvConsulBin] = tr.cachedAgent(t, "consul", ConsulVersion)
+			tr.env[agentrun.Nomad.Env] = tr.cachedAgent(t, agentrun.Nomad)
+			tr.env[agentrun.Consul.Env] = tr.cachedAgent(t, agentrun.Consul)
 			os.Remove(filepath.Join(tr.repo, "go.mod"))
 		}, func(*tree) string { return os.TempDir() }, []string{"no nomad-device-fft", EnvPluginBin, "make build"}},
 	} {

@@ -11,8 +11,9 @@ import (
 	"sync"
 	"time"
 
-	consul "github.com/hashicorp/consul/api"
 	nomad "github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-fft/nomad-fft/internal/agentrun"
 )
 
 // Standard ports: the cluster takes them when they are free, so that the
@@ -28,6 +29,9 @@ const (
 	agentTimeout  = 2 * time.Minute
 	clientTimeout = 3 * time.Minute
 	pollInterval  = 250 * time.Millisecond
+	// stopGrace is how long a program has to exit after SIGINT before its
+	// process group gets SIGKILL.
+	stopGrace = 20 * time.Second
 )
 
 // Config says what to start.
@@ -54,7 +58,7 @@ type Cluster struct {
 	NomadAddr, ConsulAddr, AllocatorAddr string
 
 	mu      sync.Mutex
-	procs   []*process
+	procs   []*agentrun.Process
 	stopped bool
 	exited  chan string
 }
@@ -72,7 +76,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := prepareDir(cfg.Dir); err != nil {
 		return nil, err
 	}
-	if err := adoptOrphans(); err != nil {
+	if err := agentrun.AdoptOrphans(); err != nil {
 		return nil, err
 	}
 	// One slot per program: Consul, the server, the clients, the allocator.
@@ -122,16 +126,8 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cc, err := consul.NewClient(&consul.Config{Address: c.ConsulAddr})
-	if err != nil {
-		return err
-	}
-	if err := waitFor(ctx, agentTimeout, []*process{cproc}, "Consul to elect itself and serve KV", func() error {
-		if leader, err := cc.Status().Leader(); err != nil || leader == "" {
-			return fmt.Errorf("no leader yet (%v)", err)
-		}
-		_, _, err := cc.KV().Get("fft-dev-probe", nil)
-		return err
+	if err := waitFor(ctx, agentTimeout, []*agentrun.Process{cproc}, "Consul to elect itself and serve KV", func() error {
+		return agentrun.ConsulReady(c.ConsulAddr)
 	}); err != nil {
 		return err
 	}
@@ -150,7 +146,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := waitFor(ctx, agentTimeout, []*process{server}, "the Nomad server to elect itself", func() error {
+	if err := waitFor(ctx, agentTimeout, []*agentrun.Process{server}, "the Nomad server to elect itself", func() error {
 		if leader, err := nc.Status().Leader(); err != nil || leader == "" {
 			return fmt.Errorf("no leader yet (%v)", err)
 		}
@@ -164,7 +160,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	serverRPC := fmt.Sprintf("127.0.0.1:%d", sp.RPC)
-	var clients []*process
+	var clients []*agentrun.Process
 	for _, gc := range c.cfg.Clients {
 		p, err := nomadPortsFor(0)
 		if err != nil {
@@ -222,7 +218,7 @@ func (c *Cluster) StartAllocator(ctx context.Context, round time.Duration) error
 	if err != nil {
 		return err
 	}
-	return waitFor(ctx, agentTimeout, []*process{proc}, "fft-allocator to answer", func() error {
+	return waitFor(ctx, agentTimeout, []*agentrun.Process{proc}, "fft-allocator to answer", func() error {
 		resp, err := http.Get(c.AllocatorAddr + "/v1/health")
 		if err != nil {
 			return err
@@ -244,7 +240,7 @@ func (c *Cluster) Logs() map[string]string {
 	defer c.mu.Unlock()
 	out := make(map[string]string, len(c.procs))
 	for _, p := range c.procs {
-		out[p.name] = p.logPath
+		out[p.Name] = p.LogPath
 	}
 	return out
 }
@@ -254,8 +250,8 @@ func (c *Cluster) Tail(name string, n int) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.procs {
-		if p.name == name {
-			return p.tail(n)
+		if p.Name == name {
+			return p.Tail(n)
 		}
 	}
 	return ""
@@ -272,17 +268,17 @@ func (c *Cluster) Exited() <-chan string { return c.exited }
 func (c *Cluster) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	c.stopped = true
-	procs := append([]*process(nil), c.procs...)
+	procs := append([]*agentrun.Process(nil), c.procs...)
 	c.mu.Unlock()
 	for k := len(procs) - 1; k >= 0; k-- {
-		c.cfg.Progress("Stopping " + procs[k].name)
-		procs[k].stop(ctx)
+		c.cfg.Progress("Stopping " + procs[k].Name)
+		procs[k].Stop(ctx, stopGrace)
 	}
 	// Orphans may need a moment to appear in /proc as ours after their
 	// client's exit; a second pass catches executors that spawned late.
 	killed := 0
 	for pass := 0; pass < 3; pass++ {
-		n := killOrphans(c.cfg.Dir)
+		n := agentrun.KillDescendantsUnder(c.cfg.Dir)
 		if n == 0 {
 			break
 		}
@@ -293,7 +289,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		c.cfg.Progress(fmt.Sprintf("Killed %d processes the Nomad clients left running (executors, tasks)", killed))
 	}
 	var errs []error
-	if err := unmountUnder(c.cfg.Dir); err != nil {
+	if err := agentrun.UnmountUnder(c.cfg.Dir); err != nil {
 		errs = append(errs, err)
 	}
 	if c.cfg.RemoveDir {
@@ -305,8 +301,18 @@ func (c *Cluster) Stop(ctx context.Context) error {
 }
 
 // launch starts a program and watches for its unexpected end.
-func (c *Cluster) launch(name, bin string, args, env []string) (*process, error) {
-	p, err := startProcess(c.cfg.Dir, name, bin, args, env)
+func (c *Cluster) launch(name, bin string, args, env []string) (*agentrun.Process, error) {
+	return c.watch(agentrun.Start(c.cfg.Dir, name, bin, args, env))
+}
+
+// launchNomad writes a Nomad agent's configuration and starts it.
+func (c *Cluster) launchNomad(name, hcl string) (*agentrun.Process, error) {
+	return c.watch(agentrun.StartNomad(c.cfg.Dir, name, c.cfg.Bin.Nomad, hcl))
+}
+
+// watch records a program just started, so that Stop stops it, and reports
+// its end on Exited unless Stop caused it.
+func (c *Cluster) watch(p *agentrun.Process, err error) (*agentrun.Process, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -314,24 +320,15 @@ func (c *Cluster) launch(name, bin string, args, env []string) (*process, error)
 	c.procs = append(c.procs, p)
 	c.mu.Unlock()
 	go func() {
-		<-p.done
+		<-p.Done()
 		c.mu.Lock()
 		stopped := c.stopped
 		c.mu.Unlock()
 		if !stopped {
-			c.exited <- p.name
+			c.exited <- p.Name
 		}
 	}()
 	return p, nil
-}
-
-// launchNomad writes a Nomad agent's configuration and starts it.
-func (c *Cluster) launchNomad(name, hcl string) (*process, error) {
-	path := filepath.Join(c.cfg.Dir, name+".hcl")
-	if err := os.WriteFile(path, []byte(hcl), 0o644); err != nil {
-		return nil, fmt.Errorf("writing %s: %w", path, err)
-	}
-	return c.launch(name, c.cfg.Bin.Nomad, []string{"agent", "-config", path}, nil)
 }
 
 // installPlugin copies the plugin into a folder of its own under its
@@ -344,26 +341,26 @@ func installPlugin(bin, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, PluginName), data, 0o755)
+	return os.WriteFile(filepath.Join(dir, agentrun.PluginName), data, 0o755)
 }
 
 // exitError is a program that ended while the cluster waited for it.
-type exitError struct{ p *process }
+type exitError struct{ p *agentrun.Process }
 
 func (e *exitError) Error() string {
-	return fmt.Sprintf("%s exited; the end of its log (%s):\n%s", e.p.name, e.p.logPath, e.p.tail(30))
+	return fmt.Sprintf("%s exited; the end of its log (%s):\n%s", e.p.Name, e.p.LogPath, e.p.Tail(30))
 }
 
 // waitFor calls ready every pollInterval until it returns nil, failing when
 // one of procs exits, timeout passes or ctx ends. The error carries the end
 // of the log of the program that exited, or of each program waited for:
 // the state folder may be removed before anyone reads it.
-func waitFor(ctx context.Context, timeout time.Duration, procs []*process, what string, ready func() error) error {
+func waitFor(ctx context.Context, timeout time.Duration, procs []*agentrun.Process, what string, ready func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
 		for _, p := range procs {
-			if p.exited() {
+			if p.Exited() {
 				return fmt.Errorf("waiting for %s: %w", what, &exitError{p})
 			}
 		}
@@ -375,7 +372,7 @@ func waitFor(ctx context.Context, timeout time.Duration, procs []*process, what 
 		case <-ctx.Done():
 			msg := fmt.Sprintf("waiting for %s: %v (last: %v)", what, ctx.Err(), err)
 			for _, p := range procs {
-				msg += fmt.Sprintf("\nthe end of %s's log (%s):\n%s", p.name, p.logPath, p.tail(15))
+				msg += fmt.Sprintf("\nthe end of %s's log (%s):\n%s", p.Name, p.LogPath, p.Tail(15))
 			}
 			return errors.New(msg)
 		case <-time.After(pollInterval):
@@ -384,30 +381,30 @@ func waitFor(ctx context.Context, timeout time.Duration, procs []*process, what 
 }
 
 // consulPortsFor picks Consul's ports: the standard HTTP port when free.
-func consulPortsFor() (consulPorts, error) {
+func consulPortsFor() (agentrun.ConsulPorts, error) {
 	httpPort, err := portOr(standardConsulHTTP)
 	if err != nil {
-		return consulPorts{}, err
+		return agentrun.ConsulPorts{}, err
 	}
-	p, err := freePorts(3)
+	p, err := agentrun.FreePorts(3)
 	if err != nil {
-		return consulPorts{}, err
+		return agentrun.ConsulPorts{}, err
 	}
-	return consulPorts{HTTP: httpPort, Server: p[0], SerfLAN: p[1], SerfWAN: p[2]}, nil
+	return agentrun.ConsulPorts{HTTP: httpPort, Server: p[0], SerfLAN: p[1], SerfWAN: p[2]}, nil
 }
 
 // nomadPortsFor picks a Nomad agent's ports: HTTP on preferred when it is
 // not 0 and free.
-func nomadPortsFor(preferred int) (nomadPorts, error) {
+func nomadPortsFor(preferred int) (agentrun.NomadPorts, error) {
 	httpPort, err := portOr(preferred)
 	if err != nil {
-		return nomadPorts{}, err
+		return agentrun.NomadPorts{}, err
 	}
-	p, err := freePorts(2)
+	p, err := agentrun.FreePorts(2)
 	if err != nil {
-		return nomadPorts{}, err
+		return agentrun.NomadPorts{}, err
 	}
-	return nomadPorts{HTTP: httpPort, RPC: p[0], Serf: p[1]}, nil
+	return agentrun.NomadPorts{HTTP: httpPort, RPC: p[0], Serf: p[1]}, nil
 }
 
 // portOr returns preferred when it is not 0 and free on 127.0.0.1, else a
@@ -423,31 +420,9 @@ func portOr(preferred int) (int, error) {
 }
 
 func freePort() (int, error) {
-	p, err := freePorts(1)
+	p, err := agentrun.FreePorts(1)
 	if err != nil {
 		return 0, err
 	}
 	return p[0], nil
-}
-
-// freePorts returns n distinct ports free on 127.0.0.1 now. The agents bind
-// them a moment later; on a busy machine another program may take one
-// first, and the agent then fails with the port in its log.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

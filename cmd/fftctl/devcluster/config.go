@@ -1,10 +1,9 @@
 package devcluster
 
 import (
-	"fmt"
 	"path/filepath"
-	"strconv"
-	"strings"
+
+	"github.com/nomad-fft/nomad-fft/internal/agentrun"
 )
 
 // GPUClient is one Nomad client whose plugin presents Count fake GPUs of
@@ -37,104 +36,34 @@ var DefaultClients = []GPUClient{
 // no nodes.
 const NodePool = "gpu"
 
-// nomadPorts are the three ports a Nomad agent binds.
-type nomadPorts struct{ HTTP, RPC, Serf int }
-
-// consulPorts are the ports a Consul dev agent binds (DNS and gRPC are off).
-type consulPorts struct{ HTTP, Server, SerfLAN, SerfWAN int }
-
-// consulArgs are the arguments of a Consul dev agent with its data in dir.
-func consulArgs(dir string, p consulPorts) []string {
-	return []string{"agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1",
-		"-data-dir", filepath.Join(dir, "consul-data"), "-disable-host-node-id",
-		"-hcl", fmt.Sprintf("ports { http = %d, server = %d, serf_lan = %d, serf_wan = %d, dns = -1, grpc = -1, grpc_tls = -1 }",
-			p.HTTP, p.Server, p.SerfLAN, p.SerfWAN),
-		"-hcl", "disable_update_check = true"}
+// consulArgs are the arguments of the Consul dev agent, its data in the
+// state folder.
+func consulArgs(dir string, p agentrun.ConsulPorts) []string {
+	return agentrun.ConsulDevArgs(filepath.Join(dir, "consul-data"), p)
 }
 
-// nomadCommon is the part of every Nomad agent's configuration that says
-// who and where it is: loopback only, its own data folder, and no Consul
-// service registration.
-func nomadCommon(name, dir string, p nomadPorts, consulAddr string) string {
-	return fmt.Sprintf(`name                 = %s
-data_dir             = %s
-bind_addr            = "127.0.0.1"
-log_level            = "INFO"
-disable_update_check = true
-
-ports {
-  http = %d
-  rpc  = %d
-  serf = %d
-}
-
-advertise {
-  http = "127.0.0.1"
-  rpc  = "127.0.0.1"
-  serf = "127.0.0.1"
-}
-
-consul {
-  address          = %s
-  auto_advertise   = false
-  server_auto_join = false
-  client_auto_join = false
-}
-`, quote(name), quote(filepath.Join(dir, name)), p.HTTP, p.RPC, p.Serf, quote(consulAddr))
+// nomadAgent is what a dev agent's configuration says about who and where it
+// is: named fft-dev-<name>, its data in the state folder.
+func nomadAgent(name, dir string, p agentrun.NomadPorts, consulAddr string) agentrun.NomadAgent {
+	return agentrun.NomadAgent{Name: "fft-dev-" + name, DataDir: filepath.Join(dir, "fft-dev-"+name),
+		LogLevel: "INFO", Ports: p, ConsulAddr: consulAddr}
 }
 
 // serverConfig is the Nomad server's configuration.
-func serverConfig(dir string, p nomadPorts, consulAddr string) string {
-	return nomadCommon("fft-dev-server", dir, p, consulAddr) + `
-server {
-  enabled          = true
-  bootstrap_expect = 1
-}
-`
+func serverConfig(dir string, p agentrun.NomadPorts, consulAddr string) string {
+	return agentrun.NomadServerConfig(nomadAgent("server", dir, p, consulAddr))
 }
 
 // clientConfig is a Nomad client's configuration: raw_exec without
 // cgroups (the sample tasks are shell scripts) and the device plugin with
-// the client's fake GPUs.
-func clientConfig(dir, pluginDir string, p nomadPorts, consulAddr, serverRPC, pool string, c GPUClient) string {
-	memory := ""
-	if c.MemoryMiB > 0 {
-		memory = fmt.Sprintf("\n        memory_mib = %d", c.MemoryMiB)
-	}
-	return nomadCommon("fft-dev-"+c.Name, dir, p, consulAddr) + fmt.Sprintf(`
-plugin_dir = %s
-
-client {
-  enabled           = true
-  servers           = [%s]
-  node_pool         = %s
-  network_interface = "lo"
-  cgroup_parent     = %s
-}
-
-plugin "raw_exec" {
-  config {
-    enabled    = true
-    no_cgroups = true
-  }
-}
-
-plugin %s {
-  config {
-    fingerprint_period = "5s"
-    fake {
-      gpu {
-        model      = %s
-        count      = %d%s
-      }
-    }
-  }
-}
-`, quote(pluginDir), quote(serverRPC), quote(pool), quote("fft-dev-"+c.Name), quote(PluginName), quote(c.Model), c.Count, memory)
-}
-
-// quote writes s as an HCL string literal (the values here are paths,
-// names and addresses: no templates).
-func quote(s string) string {
-	return strings.ReplaceAll(strconv.Quote(s), "${", "$${")
+// the client's fake GPUs, in the given node pool.
+func clientConfig(dir, pluginDir string, p agentrun.NomadPorts, consulAddr, serverRPC, pool string, c GPUClient) string {
+	return agentrun.NomadClientConfig(agentrun.NomadClient{
+		NomadAgent:   nomadAgent(c.Name, dir, p, consulAddr),
+		Server:       serverRPC,
+		NodePool:     pool,
+		CgroupParent: "fft-dev-" + c.Name,
+		PluginDir:    pluginDir,
+		GPU:          agentrun.FakeGPU{Model: c.Model, Count: c.Count, MemoryMiB: c.MemoryMiB},
+	})
 }

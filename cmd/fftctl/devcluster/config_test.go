@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/nomad-fft/nomad-fft/internal/agentrun"
 )
 
 // attr evaluates the attribute at path (block types, then the attribute
@@ -54,7 +56,7 @@ func attr(t *testing.T, src string, path ...string) string {
 
 func TestAgentConfigs(t *testing.T) {
 	dir := "/tmp/dev ${odd} dir"
-	p := nomadPorts{HTTP: 4646, RPC: 4647, Serf: 4648}
+	p := agentrun.NomadPorts{HTTP: 4646, RPC: 4647, Serf: 4648}
 	server := serverConfig(dir, p, "127.0.0.1:8500")
 	for _, tc := range []struct {
 		path []string
@@ -71,7 +73,7 @@ func TestAgentConfigs(t *testing.T) {
 		}
 	}
 	v100 := DefaultClients[2]
-	client := clientConfig(dir, "/plugins", nomadPorts{HTTP: 1, RPC: 2, Serf: 3}, "127.0.0.1:8500", "127.0.0.1:4647", "gpu", v100)
+	client := clientConfig(dir, "/plugins", agentrun.NomadPorts{HTTP: 1, RPC: 2, Serf: 3}, "127.0.0.1:8500", "127.0.0.1:4647", "gpu", v100)
 	for _, tc := range []struct {
 		path []string
 		want string
@@ -80,9 +82,9 @@ func TestAgentConfigs(t *testing.T) {
 		{[]string{"plugin_dir"}, "/plugins"},
 		{[]string{"client", "servers"}, "127.0.0.1:4647"},
 		{[]string{"client", "node_pool"}, "gpu"},
-		{[]string{PluginName, "config", "fake", "gpu", "model"}, ModelV100},
-		{[]string{PluginName, "config", "fake", "gpu", "count"}, "4"},
-		{[]string{PluginName, "config", "fake", "gpu", "memory_mib"}, "16384"},
+		{[]string{agentrun.PluginName, "config", "fake", "gpu", "model"}, ModelV100},
+		{[]string{agentrun.PluginName, "config", "fake", "gpu", "count"}, "4"},
+		{[]string{agentrun.PluginName, "config", "fake", "gpu", "memory_mib"}, "16384"},
 	} {
 		if got := attr(t, client, tc.path...); got != tc.want {
 			t.Errorf("client %v = %q, want %q", tc.path, got, tc.want)
@@ -93,7 +95,7 @@ func TestAgentConfigs(t *testing.T) {
 		t.Errorf("memory_mib set for a catalogue model:\n%s", c)
 	}
 	// The Consul agent is loopback-only with its data in the state folder.
-	args := strings.Join(consulArgs(dir, consulPorts{HTTP: 8500, Server: 1, SerfLAN: 2, SerfWAN: 3}), " ")
+	args := strings.Join(consulArgs(dir, agentrun.ConsulPorts{HTTP: 8500, Server: 1, SerfLAN: 2, SerfWAN: 3}), " ")
 	for _, w := range []string{"-dev", "-bind 127.0.0.1", "-client 127.0.0.1", "-data-dir " + filepath.Join(dir, "consul-data"), "http = 8500", "dns = -1"} {
 		if !strings.Contains(args, w) {
 			t.Errorf("consul args lack %q: %s", w, args)

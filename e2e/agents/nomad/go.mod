@@ -17,6 +17,7 @@ require (
 	github.com/hashicorp/hcl v1.0.1-vault-3
 	github.com/hashicorp/nomad v1.6.1
 	github.com/hashicorp/nomad/api v0.0.0-20230721134942-515895c7690c
+	github.com/nomad-fft/nomad-fft/internal/agentrun v0.0.0
 )
 
 require (
@@ -278,3 +279,7 @@ require (
 	kernel.org/pub/linux/libs/security/libcap/psx v1.2.66 // indirect
 	oss.indeed.com/go/libtime v1.6.0 // indirect
 )
+
+// The agent launcher shared with the main module lives in this repository and is
+// never published: always use the checked-out copy (internal/agentrun/doc.go).
+replace github.com/nomad-fft/nomad-fft/internal/agentrun => ../../../internal/agentrun

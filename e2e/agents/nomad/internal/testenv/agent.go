@@ -1,27 +1,68 @@
 package testenv
 
 import (
-	"bufio"
+	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-fft/nomad-fft/internal/agentrun"
 )
+
+// stopGrace is how long a program a test started has to exit after SIGINT before its process
+// group gets SIGKILL.
+const stopGrace = 15 * time.Second
+
+// Process is a long-running program a test started (an agent or a service).
+type Process struct {
+	Name    string
+	LogPath string
+	proc    *agentrun.Process
+}
+
+// StartProcess starts bin with args, its output in <dir>/<name>.log, in its own process group
+// (and killed with the test process on Linux). When the test ends it is stopped (Stop); on
+// failure the tail of its log is printed.
+func StartProcess(t testing.TB, name, dir, bin string, args ...string) *Process {
+	t.Helper()
+	proc, err := agentrun.Start(dir, name, bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stopAtEnd(t, proc)
+}
+
+// stopAtEnd stops proc when the test ends, passed or failed, and prints the tail of its log if
+// the test failed.
+func stopAtEnd(t testing.TB, proc *agentrun.Process) *Process {
+	p := &Process{Name: proc.Name, LogPath: proc.LogPath, proc: proc}
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("--- last lines of %s (%s) ---\n%s", p.Name, p.LogPath, proc.Tail(80))
+		}
+	})
+	return p
+}
+
+// Stop ends the process: SIGINT, then SIGKILL to its group after 15 s; what it left in its
+// group (an agent's plugins) gets SIGKILL too.
+func (p *Process) Stop() { p.proc.Stop(context.Background(), stopGrace) }
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool { return p.proc.Exited() }
+
+// Kill ends the process at once with SIGKILL to its group, as a crash would, and waits for it.
+func (p *Process) Kill() { p.proc.Kill() }
 
 // Agent is a Nomad agent process started by a test.
 type Agent struct {
-	Name    string
+	*Process
 	HTTP    string // http://127.0.0.1:port
 	RPCAddr string // 127.0.0.1:port
-	LogPath string
-	cmd     *exec.Cmd
-	done    chan struct{}
 }
 
 // Client returns an API client for the agent.
@@ -34,97 +75,19 @@ func (a *Agent) Client(t testing.TB) *api.Client {
 	return c
 }
 
-// AgentPorts are the three ports a Nomad agent binds.
-type AgentPorts struct{ HTTP, RPC, Serf int }
-
 // StartAgent writes hclConfig (which must use the ports given) into dir, starts
-// `nomad agent -config` on it, and stops the agent when the test ends, passed or failed: SIGINT,
-// then SIGKILL to its process group after 15 s. The agent also dies with the test process
-// (Pdeathsig on Linux). On failure the tail of the agent's log is printed.
-func StartAgent(t testing.TB, nomad, name, dir string, ports AgentPorts, hclConfig string) *Agent {
+// `nomad agent -config` on it, and stops the agent when the test ends, as StartProcess does.
+func StartAgent(t testing.TB, nomad, name, dir string, ports agentrun.NomadPorts, hclConfig string) *Agent {
 	t.Helper()
-	cfgPath := filepath.Join(dir, name+".hcl")
-	if err := os.WriteFile(cfgPath, []byte(hclConfig), 0o644); err != nil {
-		t.Fatalf("writing %s: %v", cfgPath, err)
-	}
-	logPath := filepath.Join(dir, name+".log")
-	logFile, err := os.Create(logPath)
+	proc, err := agentrun.StartNomad(dir, name, nomad, hclConfig)
 	if err != nil {
-		t.Fatalf("creating %s: %v", logPath, err)
+		t.Fatal(err)
 	}
-	cmd := exec.Command(nomad, "agent", "-config", cfgPath)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = agentProcAttr()
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	a := &Agent{
-		Name:    name,
+	return &Agent{
+		Process: stopAtEnd(t, proc),
 		HTTP:    fmt.Sprintf("http://127.0.0.1:%d", ports.HTTP),
 		RPCAddr: fmt.Sprintf("127.0.0.1:%d", ports.RPC),
-		LogPath: logPath,
-		cmd:     cmd,
-		done:    make(chan struct{}),
 	}
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(a.done)
-	}()
-	t.Cleanup(func() {
-		a.stop()
-		if t.Failed() {
-			t.Logf("--- last lines of %s (%s) ---\n%s", name, logPath, tail(logPath, 60))
-		}
-	})
-	return a
-}
-
-func (a *Agent) stop() {
-	select {
-	case <-a.done:
-		return
-	default:
-	}
-	_ = a.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-a.done:
-	case <-time.After(15 * time.Second):
-		_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
-		<-a.done
-	}
-	// Plugins (logmon, the device plugin) share the agent's process group
-	// and may outlive it.
-	_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
-}
-
-// Exited reports whether the agent process has ended.
-func (a *Agent) Exited() bool {
-	select {
-	case <-a.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	var lines []string
-	s := bufio.NewScanner(f)
-	s.Buffer(make([]byte, 1<<20), 1<<20)
-	for s.Scan() {
-		lines = append(lines, s.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
 }
 
 // TempDir returns a new folder for agent data, removed when the test ends, after the agents
@@ -137,8 +100,8 @@ func TempDir(t testing.TB) string {
 		t.Fatalf("creating a temporary folder: %v", err)
 	}
 	t.Cleanup(func() {
-		killUnder(dir)
-		if err := unmountUnder(dir); err != nil {
+		agentrun.KillUnder(dir)
+		if err := agentrun.UnmountUnder(dir); err != nil {
 			t.Errorf("cleaning up %s: %v", dir, err)
 		}
 		if err := os.RemoveAll(dir); err != nil {

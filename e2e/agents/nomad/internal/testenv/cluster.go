@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-fft/nomad-fft/internal/agentrun"
 )
 
 // FakeGPUClient is one Nomad client whose device plugin presents Count GPUs of Model.
@@ -40,41 +42,16 @@ func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cl
 	t.Helper()
 	pluginDir := PluginDir(t)
 	ports := FreePorts(t, 3*(1+len(clients)))
-	at := func(i int) AgentPorts {
-		return AgentPorts{HTTP: ports[3*i], RPC: ports[3*i+1], Serf: ports[3*i+2]}
+	at := func(i int) agentrun.NomadPorts {
+		return agentrun.NomadPorts{HTTP: ports[3*i], RPC: ports[3*i+1], Serf: ports[3*i+2]}
 	}
-	common := func(name string, p AgentPorts) string {
-		return fmt.Sprintf(`
-name                 = %q
-data_dir             = %q
-bind_addr            = "127.0.0.1"
-log_level            = "DEBUG"
-disable_update_check = true
-ports {
-  http = %d
-  rpc  = %d
-  serf = %d
-}
-advertise {
-  http = "127.0.0.1"
-  rpc  = "127.0.0.1"
-  serf = "127.0.0.1"
-}
-consul {
-  auto_advertise   = false
-  server_auto_join = false
-  client_auto_join = false
-}
-`, name, filepath.Join(root, name), p.HTTP, p.RPC, p.Serf)
+	// Each agent's data is in root/<node name>; DEBUG logs help when a test fails.
+	agent := func(name string, p agentrun.NomadPorts) agentrun.NomadAgent {
+		return agentrun.NomadAgent{Name: name, DataDir: filepath.Join(root, name), LogLevel: "DEBUG", Ports: p}
 	}
 
 	sp := at(0)
-	server := StartAgent(t, nomad, "server", root, sp, common("fft-e2e-server", sp)+`
-server {
-  enabled          = true
-  bootstrap_expect = 1
-}
-`)
+	server := StartAgent(t, nomad, "server", root, sp, agentrun.NomadServerConfig(agent("fft-e2e-server", sp)))
 	c := &Cluster{Server: server, API: server.Client(t), NodeIDs: map[string]string{}}
 	Eventually(t, 60*time.Second, 250*time.Millisecond, "server elects itself", func() error {
 		if server.Exited() {
@@ -90,34 +67,14 @@ server {
 	var agents []*Agent
 	for i, fc := range clients {
 		p := at(i + 1)
-		agents = append(agents, StartAgent(t, nomad, fc.Name, root, p, common("fft-e2e-"+fc.Name, p)+fmt.Sprintf(`
-plugin_dir = %q
-client {
-  enabled           = true
-  servers           = [%q]
-  network_interface = "lo"
-  cgroup_parent     = "fft-e2e-%s"
-  %s
-}
-plugin "raw_exec" {
-  config {
-    enabled    = true
-    no_cgroups = true
-  }
-}
-plugin "nomad-device-fft" {
-  config {
-    fingerprint_period = "5s"
-    fake {
-      gpu {
-        model = %q
-        count = %d
-        %s
-      }
-    }
-  }
-}
-`, pluginDir, server.RPCAddr, fc.Name, nodePoolLine(fc.NodePool), fc.Model, fc.Count, fc.Extra)))
+		agents = append(agents, StartAgent(t, nomad, fc.Name, root, p, agentrun.NomadClientConfig(agentrun.NomadClient{
+			NomadAgent:   agent("fft-e2e-"+fc.Name, p),
+			Server:       server.RPCAddr,
+			NodePool:     fc.NodePool,
+			CgroupParent: "fft-e2e-" + fc.Name,
+			PluginDir:    pluginDir,
+			GPU:          agentrun.FakeGPU{Model: fc.Model, Count: fc.Count, Extra: fc.Extra},
+		})))
 	}
 
 	Eventually(t, 120*time.Second, 500*time.Millisecond, "clients ready with devices", func() error {
@@ -156,14 +113,6 @@ plugin "nomad-device-fft" {
 		return nil
 	})
 	return c
-}
-
-// nodePoolLine is the client block's node_pool line, "" for Nomad's default pool.
-func nodePoolLine(pool string) string {
-	if pool == "" {
-		return ""
-	}
-	return fmt.Sprintf("node_pool         = %q", pool)
 }
 
 // nodePoolOr returns the pool a client with this setting ends up in.

@@ -1,29 +1,21 @@
 package testenv
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
+
+	"github.com/nomad-fft/nomad-fft/internal/agentrun"
 )
 
 const (
-	// MainModule is the module path of the repository that holds the plugin.
-	MainModule = "github.com/nomad-fft/nomad-fft"
 	// PluginName is the plugin executable's file name (the agent's `plugin` block label).
-	PluginName = "nomad-device-fft"
-	// NomadVersion is the agent version e2e/agents/build.sh builds.
-	NomadVersion = "1.6.1"
+	PluginName = agentrun.PluginName
 	// EnvE2E set to 1 turns "agent missing" from a skip into a failure.
 	EnvE2E = "FFT_E2E"
-	// EnvNomadBin names a Nomad agent binary to use instead of looking for one.
-	EnvNomadBin = "FFT_NOMAD_BIN"
 	// EnvPluginBin names a prebuilt plugin binary to use instead of building one.
 	EnvPluginBin = "FFT_PLUGIN_BIN"
 )
@@ -31,35 +23,15 @@ const (
 // RepoRoot returns the root of the main module, found by walking up from the working
 // directory.
 func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
+	wd, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("finding the repository root: %w", err)
 	}
-	for {
-		if isMainModule(filepath.Join(dir, "go.mod")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod of module %s above the working directory", MainModule)
-		}
-		dir = parent
+	root, ok := agentrun.RepoRoot(wd)
+	if !ok {
+		return "", fmt.Errorf("no go.mod of module %s above %s", agentrun.MainModule, wd)
 	}
-}
-
-func isMainModule(gomod string) bool {
-	f, err := os.Open(gomod)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if line := strings.TrimSpace(s.Text()); strings.HasPrefix(line, "module ") {
-			return strings.TrimSpace(strings.TrimPrefix(line, "module")) == MainModule
-		}
-	}
-	return false
+	return root, nil
 }
 
 var (
@@ -114,7 +86,7 @@ func ReapPlugins() int {
 	if buildDir == "" {
 		return 0
 	}
-	return reapChildren(filepath.Join(buildDir, PluginName))
+	return agentrun.KillChildren(filepath.Join(buildDir, PluginName))
 }
 
 // CleanupPluginDir removes the folder PluginDir built; call it from TestMain.
@@ -125,80 +97,34 @@ func CleanupPluginDir() {
 	}
 }
 
-// ErrNoNomad means no Nomad agent binary was found.
-var ErrNoNomad = errors.New("no Nomad agent binary")
-
-// agentBinary says where one agent's binary may be found.
-type agentBinary struct {
-	name, version, env, script string
-	missing                    error
-}
-
-var nomadBinary = agentBinary{"nomad", NomadVersion, EnvNomadBin, "e2e/agents/build.sh", ErrNoNomad}
-
-// find returns the agent to run: $env, else the command on PATH, else the one the build
-// script caches in <repo>/.cache/agents/<name>-v<version>/<name>.
-func (b agentBinary) find() (string, error) {
-	if p := os.Getenv(b.env); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%w: %s=%q: %w", b.missing, b.env, p, err)
-		}
-		return p, nil
-	}
-	if p, err := exec.LookPath(b.name); err == nil {
-		return p, nil
-	}
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	cached := filepath.Join(root, ".cache", "agents", b.name+"-v"+b.version, b.name)
-	if _, err := os.Stat(cached); err != nil {
-		return "", fmt.Errorf("%w: %s is unset, no %s on PATH, and %s is missing (run %s)", b.missing, b.env, b.name, cached, b.script)
-	}
-	return cached, nil
-}
-
-// require returns the agent, or skips the test when there is none, unless FFT_E2E=1, when
-// a missing agent fails it.
-func (b agentBinary) require(t testing.TB) string {
+// requireAgent returns the agent, or skips the test when there is none, unless FFT_E2E=1, when
+// a missing agent fails it; script is what builds it.
+func requireAgent(t testing.TB, a agentrun.Agent, script string) string {
 	t.Helper()
-	p, err := b.find()
+	p, err := agentrun.DefaultFinder().Find(a)
 	if err == nil {
 		return p
 	}
 	if os.Getenv(EnvE2E) == "1" {
-		t.Fatalf("%s=1 but %v", EnvE2E, err)
+		t.Fatalf("%s=1 but %v (run %s)", EnvE2E, err, script)
 	}
-	t.Skipf("skipping end-to-end test: %v (set %s=1 to make this a failure)", err, EnvE2E)
+	t.Skipf("skipping end-to-end test: %v (run %s, or set %s=1 to make this a failure)", err, script, EnvE2E)
 	return ""
 }
 
-// FindNomad returns the Nomad agent to run: $FFT_NOMAD_BIN, else `nomad` on PATH, else the
-// one e2e/agents/build.sh caches in <repo>/.cache/agents/nomad-v1.6.1/nomad.
-func FindNomad() (string, error) { return nomadBinary.find() }
-
 // RequireNomad returns the Nomad agent, or skips the test when there is none, unless
 // FFT_E2E=1, when a missing agent fails it.
-func RequireNomad(t testing.TB) string { t.Helper(); return nomadBinary.require(t) }
+func RequireNomad(t testing.TB) string {
+	t.Helper()
+	return requireAgent(t, agentrun.Nomad, "e2e/agents/build.sh")
+}
 
 // FreePorts returns n distinct TCP ports free on 127.0.0.1 right now.
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("finding a free port: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	ports, err := agentrun.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }

@@ -1,0 +1,47 @@
+package agentrun
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// probeClient gives up on an agent that accepts a connection but does not answer, so that a
+// caller polling ConsulReady keeps to its own deadline.
+var probeClient = &http.Client{Timeout: 5 * time.Second}
+
+// ConsulReady returns nil once the Consul agent at addr (127.0.0.1:port) has elected a leader
+// and serves KV reads, which is what the ledger needs; until then it says what is missing.
+func ConsulReady(addr string) error {
+	leader, err := probe("http://"+addr+"/v1/status/leader", http.StatusOK)
+	if err != nil {
+		return err
+	}
+	// The leader's address as a JSON string, "" while there is none.
+	if strings.Trim(strings.TrimSpace(leader), `"`) == "" {
+		return fmt.Errorf("consul at %s has no leader yet", addr)
+	}
+	_, err = probe("http://"+addr+"/v1/kv/fft-probe", http.StatusOK, http.StatusNotFound)
+	return err
+}
+
+// probe GETs url and returns the body when the status is one of ok.
+func probe(url string, ok ...int) (string, error) {
+	resp, err := probeClient.Get(url)
+	if err != nil {
+		return "", fmt.Errorf("probing consul: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", url, err)
+	}
+	for _, code := range ok {
+		if resp.StatusCode == code {
+			return string(body), nil
+		}
+	}
+	return "", fmt.Errorf("%s answered %s", url, resp.Status)
+}

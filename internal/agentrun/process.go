@@ -1,0 +1,113 @@
+package agentrun
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Process is a program started in a process group of its own, with its output in a log file.
+// Its group also holds what it starts without a group of their own (Nomad's plugins, logmon
+// and executors), so one signal to the group reaches them too.
+type Process struct {
+	Name    string
+	LogPath string
+	cmd     *exec.Cmd
+	done    chan struct{}
+}
+
+// Start starts bin with args, env added to this process's environment, and its output in
+// <dir>/<name>.log. Its own group keeps a Ctrl-C in the terminal from reaching it directly, so
+// the caller decides the order things stop in; on Linux it also dies with this process.
+func Start(dir, name, bin string, args, env []string) (*Process, error) {
+	logPath := filepath.Join(dir, name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("creating %s's log: %w", name, err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
+	}
+	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// StartNomad writes a Nomad agent's configuration to <dir>/<name>.hcl and starts
+// `nomad agent -config` on it, logging to <dir>/<name>.log.
+func StartNomad(dir, name, bin, hcl string) (*Process, error) {
+	path := filepath.Join(dir, name+".hcl")
+	if err := os.WriteFile(path, []byte(hcl), 0o644); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", path, err)
+	}
+	return Start(dir, name, bin, []string{"agent", "-config", path}, nil)
+}
+
+// Done is closed once the process has ended and its log is closed.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop sends SIGINT and waits for the process to exit; when grace passes or ctx ends first,
+// its group gets SIGKILL. Whatever is left in its group gets SIGKILL afterwards either way:
+// plugins may outlive the agent that started them.
+func (p *Process) Stop(ctx context.Context, grace time.Duration) {
+	if !p.Exited() {
+		_ = p.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+		case <-time.After(grace):
+		}
+	}
+	p.Kill()
+}
+
+// Kill sends SIGKILL to the process's group at once, as a crash would, and waits for the
+// process to end.
+func (p *Process) Kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// Tail returns the last n lines of the process's log (or why it cannot be read).
+func (p *Process) Tail(n int) string {
+	f, err := os.Open(p.LogPath)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		lines = append(lines, s.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,63 @@
+package agentrun
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A program that ignores SIGINT is killed after the grace period, with what it started in its
+// group; its output is in its log, with the environment it was given.
+func TestStartStop(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "grandchild")
+	script := `trap "" INT; echo "hello $GREETING"; sleep 300 & echo $! > ` + pidFile + `; wait`
+	p, err := Start(dir, "stubborn", "sh", []string{"-c", script}, []string{"GREETING=agentrun"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grandchild int
+	deadline := time.Now().Add(5 * time.Second)
+	for grandchild == 0 {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			_, _ = fmt.Sscan(string(b), &grandchild)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the program did not start its child")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	p.Stop(context.Background(), 300*time.Millisecond)
+	if !p.Exited() {
+		t.Error("Stop returned before the program ended")
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Errorf("Stop took %s, want the grace period first", waited)
+	}
+	if !dead(grandchild) {
+		t.Errorf("the program's child %d outlived its group's SIGKILL", grandchild)
+	}
+	if got := p.Tail(1); got != "hello agentrun" {
+		t.Errorf("log = %q, want the program's output", got)
+	}
+}
+
+// dead reports whether pid is gone or a zombie within a second: once killed, an orphan may wait
+// unreaped for a while (for ever when this test process is a subreaper).
+func dead(pid int) bool {
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return true
+		}
+		if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(f) > 0 && f[0] == "Z" {
+			return true
+		}
+	}
+	return false
+}
