@@ -12,7 +12,7 @@ require (
 	github.com/hashicorp/hcl/v2 v2.9.2-0.20220525143345-ab3cae0737bc
 	github.com/hashicorp/nomad v1.6.1
 	github.com/hashicorp/nomad/api v0.0.0-20261016150620-df630b26e78a
-	github.com/nomad-fft/nomad-fft/internal/agentrun v0.0.0
+	github.com/nomad-fft/nomad-fft/e2e/agentrun v0.0.0
 	gonum.org/v1/gonum v0.17.0
 	gonum.org/v1/plot v0.17.0
 )
@@ -75,5 +75,5 @@ require (
 )
 
 // The agent launcher shared with the e2e/agents/nomad module lives in this repository and is
-// never published: always use the checked-out copy (internal/agentrun/doc.go).
-replace github.com/nomad-fft/nomad-fft/internal/agentrun => ./internal/agentrun
+// never published: always use the checked-out copy (e2e/agentrun/doc.go).
+replace github.com/nomad-fft/nomad-fft/e2e/agentrun => ./e2e/agentrun

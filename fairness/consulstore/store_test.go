@@ -16,7 +16,7 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator/live"
 	"github.com/nomad-fft/nomad-fft/fairness"
-	"github.com/nomad-fft/nomad-fft/internal/consultest"
+	"github.com/nomad-fft/nomad-fft/e2e/consultest"
 )
 
 // startConsul runs a dev agent on loopback ports and stops it when the test ends.

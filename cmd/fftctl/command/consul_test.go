@@ -12,8 +12,8 @@ import (
 	"github.com/hashicorp/cli"
 
 	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/e2e/consultest"
 	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
-	"github.com/nomad-fft/nomad-fft/internal/consultest"
 )
 
 // The commands that read and write Consul, against a real agent holding two

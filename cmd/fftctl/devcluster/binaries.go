@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/nomad-fft/nomad-fft/internal/agentrun"
+	"github.com/nomad-fft/nomad-fft/e2e/agentrun"
 )
 
 // Binaries are the programs a dev cluster runs. The agents come from

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nomad-fft/nomad-fft/internal/agentrun"
+	"github.com/nomad-fft/nomad-fft/e2e/agentrun"
 )
 
 // tree is a fake machine: a repository, a folder with fftctl and maybe its

@@ -13,7 +13,7 @@ import (
 
 	nomad "github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-fft/nomad-fft/internal/agentrun"
+	"github.com/nomad-fft/nomad-fft/e2e/agentrun"
 )
 
 // Standard ports: the cluster takes them when they are free, so that the

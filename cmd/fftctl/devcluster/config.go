@@ -3,7 +3,7 @@ package devcluster
 import (
 	"path/filepath"
 
-	"github.com/nomad-fft/nomad-fft/internal/agentrun"
+	"github.com/nomad-fft/nomad-fft/e2e/agentrun"
 )
 
 // GPUClient is one Nomad client whose plugin presents Count fake GPUs of

@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
-	"github.com/nomad-fft/nomad-fft/internal/agentrun"
+	"github.com/nomad-fft/nomad-fft/e2e/agentrun"
 )
 
 // attr evaluates the attribute at path (block types, then the attribute

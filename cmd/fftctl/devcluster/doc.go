@@ -1,6 +1,6 @@
 // Package devcluster runs a local FFT cluster for development: a Consul dev agent, a Nomad
 // server, Nomad clients whose nomad-device-fft plugin presents fake GPU models, and the
 // fft-allocator, all on loopback under one state folder, and stops them without leftovers.
-// Finding the agents, their configuration, process groups and clean-up are internal/agentrun's,
+// Finding the agents, their configuration, process groups and clean-up are e2e/agentrun's,
 // shared with the e2e tests.
 package devcluster

@@ -17,7 +17,7 @@ require (
 	github.com/hashicorp/hcl v1.0.1-vault-3
 	github.com/hashicorp/nomad v1.6.1
 	github.com/hashicorp/nomad/api v0.0.0-20230721134942-515895c7690c
-	github.com/nomad-fft/nomad-fft/internal/agentrun v0.0.0
+	github.com/nomad-fft/nomad-fft/e2e/agentrun v0.0.0
 )
 
 require (
@@ -281,5 +281,5 @@ require (
 )
 
 // The agent launcher shared with the main module lives in this repository and is
-// never published: always use the checked-out copy (internal/agentrun/doc.go).
-replace github.com/nomad-fft/nomad-fft/internal/agentrun => ../../../internal/agentrun
+// never published: always use the checked-out copy (e2e/agentrun/doc.go).
+replace github.com/nomad-fft/nomad-fft/e2e/agentrun => ../../agentrun

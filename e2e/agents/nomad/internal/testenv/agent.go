@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-fft/nomad-fft/internal/agentrun"
+	"github.com/nomad-fft/nomad-fft/e2e/agentrun"
 )
 
 // stopGrace is how long a program a test started has to exit after SIGINT before its process

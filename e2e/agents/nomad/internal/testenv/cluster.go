@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-fft/nomad-fft/internal/agentrun"
+	"github.com/nomad-fft/nomad-fft/e2e/agentrun"
 )
 
 // FakeGPUClient is one Nomad client whose device plugin presents Count GPUs of Model.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomad-fft/nomad-fft/internal/agentrun"
+	"github.com/nomad-fft/nomad-fft/e2e/agentrun"
 )
 
 // RequireConsul returns the Consul agent, or skips the test when there is none, unless

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/nomad-fft/nomad-fft/internal/agentrun"
+	"github.com/nomad-fft/nomad-fft/e2e/agentrun"
 )
 
 const (

@@ -27,7 +27,7 @@ func TestFind(t *testing.T) {
 		root := t.TempDir()
 		m := machine{repo: filepath.Join(root, "repo"), path: filepath.Join(root, "path"), opt: filepath.Join(root, "opt")}
 		write(t, filepath.Join(m.repo, "go.mod"), "// The main module.\nmodule "+MainModule+"\n\ngo 1.26\n", 0o644)
-		write(t, filepath.Join(m.repo, "internal", "agentrun", "go.mod"), "module "+MainModule+"/internal/agentrun\n", 0o644)
+		write(t, filepath.Join(m.repo, "e2e", "agentrun", "go.mod"), "module "+MainModule+"/e2e/agentrun\n", 0o644)
 		for _, d := range []string{m.path, m.opt} {
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				t.Fatal(err)

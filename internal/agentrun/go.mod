@@ -1,3 +1,0 @@
-module github.com/nomad-fft/nomad-fft/internal/agentrun
-
-go 1.26
