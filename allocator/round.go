@@ -23,7 +23,7 @@ func (c *Config) terms(j *Job, model string, theta float64, t int, rho float64) 
 		Throughput: theta,
 		Wait:       c.Weights.JCT * float64(t-j.Arrival) * theta / j.Work,
 		Volume:     c.Weights.Volume * float64(j.GPUs) * work / theta,
-		Switch:     c.Weights.Switch * c.SwitchPenalty(j, model),
+		Switch:     c.Weights.Switch * (c.SwitchPenalty(j, model) + c.PreemptionPenalty(j, model)),
 		Credit:     c.Weights.Fairness * rho * theta,
 	}
 	tr.Cost = tr.Wait + tr.Volume + tr.Switch - tr.Credit
@@ -39,6 +39,37 @@ func (c *Config) SwitchPenalty(j *Job, model string) float64 {
 	}
 	secs := c.RestartSeconds + j.StateGB*8/c.TransferGbps
 	return float64(j.GPUs) * secs / c.RoundSeconds
+}
+
+// PreemptionPenalty is our option's addition to s_j^i (0 unless
+// PricePreemption): the paper's s_j^i makes a preemption free, so two jobs
+// can trade the same GPUs every round, each trade a real checkpoint and
+// restart. With p_j = d_j * RestartSeconds / R (GPU-rounds, the unit of
+// s_j^i):
+//   - a job running now that is parked pays p_j, the restart it will need
+//     to resume. The solver's "not scheduled" option costs 0, so that is
+//     written as -p_j on every model of the job: the objective then differs
+//     from "park costs p_j" only by the constant sum of p_j over running
+//     jobs, which leaves the optimum unchanged (Decision.Objective is
+//     lower by that constant);
+//   - a parked job that resumes on its last model pays p_j, the restart it
+//     spends this round; on another model SwitchPenalty already charges it;
+//   - a job that never ran pays nothing, as in the paper.
+//
+// A swap of a running and a parked job thus costs 2 p_j: the restart the
+// resumed job spends now and the one the parked job will spend later.
+func (c *Config) PreemptionPenalty(j *Job, model string) float64 {
+	if !c.PricePreemption || j.LastModel == "" {
+		return 0
+	}
+	p := float64(j.GPUs) * c.RestartSeconds / c.RoundSeconds
+	switch {
+	case j.Running:
+		return -p
+	case model == j.LastModel:
+		return p
+	}
+	return 0
 }
 
 // Problem validates the instance and prices every (job, model) pair: the

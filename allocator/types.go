@@ -34,6 +34,9 @@ type Job struct {
 	StateGB float64 `json:"state_gb,omitempty"`
 	// LastModel is the model the job last ran on, "" if it never ran.
 	LastModel string `json:"last_model,omitempty"`
+	// Running is true when the job ran last round (on LastModel) and holds
+	// its GPUs now, so leaving it out of this round stops it.
+	Running bool `json:"running,omitempty"`
 }
 
 // Remaining is the work still to do, never negative.
@@ -75,6 +78,10 @@ type Config struct {
 	// starting again (our choice; the paper leaves s_j^i's value open).
 	TransferGbps   float64 `json:"transfer_gbps"`
 	RestartSeconds float64 `json:"restart_seconds"`
+	// PricePreemption (our option; false is the paper) also charges
+	// RestartSeconds for parking a running job and for resuming a parked
+	// one on its last model: see Config.PreemptionPenalty.
+	PricePreemption bool `json:"price_preemption,omitempty"`
 	// NodeLimit bounds branch and bound; 0 means the solver's default.
 	NodeLimit int `json:"node_limit,omitempty"`
 }
@@ -119,8 +126,10 @@ type Terms struct {
 	Model      string  `json:"model"`
 	Throughput float64 `json:"throughput"`
 	// Wait is (t - a_j) * theta / W_j, Volume is d_j * W_j / theta (or
-	// remaining work), Switch is s_j^i, Credit is rho_j * theta; all
-	// weighted. Cost = Wait + Volume + Switch - Credit.
+	// remaining work), Switch is s_j^i (plus the preemption penalty with
+	// Config.PricePreemption, so it is negative for a running job that
+	// stays), Credit is rho_j * theta; all weighted.
+	// Cost = Wait + Volume + Switch - Credit.
 	Wait   float64 `json:"wait"`
 	Volume float64 `json:"volume"`
 	Switch float64 `json:"switch"`

@@ -119,6 +119,8 @@ func (j *Job) validate(round int, models []Model, index map[string]int, row []fl
 		return bad("arrival", j.Arrival, fmt.Sprintf("must be a round in [0, %d] (the current round)", round))
 	case j.LastModel != "" && !known(index, j.LastModel):
 		return bad("last_model", j.LastModel, "must name a model of the instance or be empty")
+	case j.Running && j.LastModel == "":
+		return bad("running", j.Running, "needs last_model, the model the job runs on")
 	}
 	fits := false
 	for name, theta := range j.Throughput {

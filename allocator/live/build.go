@@ -111,6 +111,9 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map
 			ID: j.ID, Arrival: rec.Arrival, GPUs: j.Spec.GPUs, Work: j.Spec.Work,
 			Done:       math.Min(rec.Done, j.Spec.Work*maxEstimatedDone),
 			Throughput: tp, StateGB: j.Spec.StateGB, LastModel: last,
+			// Chosen last round and still holding an allocation: a park
+			// now stops it (priced with Config.PricePreemption).
+			Running: last != "" && rec.Status == StatusRunning && len(j.Allocs) > 0,
 		})
 	}
 	for _, id := range fs.Reconcile(active, capacity) {

@@ -374,6 +374,35 @@ func TestNoFitReasons(t *testing.T) {
 	}
 }
 
+// TestRunningFlag: the engine sees a job as running (a park would stop it)
+// only when the ledger chose it last round and it still holds an
+// allocation.
+func TestRunningFlag(t *testing.T) {
+	prev := map[string]JobRecord{
+		"default/holds":   {JobState: fairness.JobState{Work: 10, Tau: 5}, LastModel: a100, Status: StatusRunning},
+		"default/gone":    {JobState: fairness.JobState{Work: 10, Tau: 5}, LastModel: a100, Status: StatusRunning},
+		"default/parked":  {JobState: fairness.JobState{Work: 10, Tau: 5}, LastModel: a100, Status: StatusWaiting},
+		"default/no-last": {JobState: fairness.JobState{Work: 10, Tau: 5}, Status: StatusRunning},
+	}
+	snap := &Snapshot{Models: []allocator.Model{{Name: a100, GPUs: 4}}, Jobs: []Job{
+		newJob("holds").TP(a100, 1).Running(a100).Obj(),
+		newJob("gone").TP(a100, 1).Ungated(a100).Obj(),
+		newJob("parked").TP(a100, 1).Running(a100).Obj(),
+		newJob("no-last").TP(a100, 1).Running(a100).Obj(),
+	}}
+	pr := buildProblem(3, snap, prev, nil, allocator.DefaultConfig(), false)
+	got := map[string]bool{}
+	for _, j := range pr.instance.Jobs {
+		got[strings.TrimPrefix(j.ID, "default/")] = j.Running
+	}
+	if want := map[string]bool{"holds": true, "gone": false, "parked": false, "no-last": false}; !reflect.DeepEqual(got, want) {
+		t.Errorf("running flags %v, want %v", got, want)
+	}
+	if err := pr.instance.Validate(); err != nil {
+		t.Errorf("built instance is invalid: %v", err)
+	}
+}
+
 func TestFinishedAndFailedLeaveTheLedger(t *testing.T) {
 	done := newJob("done").TP(a100, 1).Finished().Obj()
 	failed := newJob("failed").TP(a100, 1).Finished().Obj()

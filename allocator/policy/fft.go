@@ -14,6 +14,7 @@ import (
 const (
 	FFTName          = "fft"
 	FFTRemainingName = "fft-remaining"
+	FFTStickyName    = "fft-sticky"
 )
 
 // FFT runs the round engine (allocator.Decide) each round and keeps the
@@ -57,6 +58,16 @@ func NewFFTRemaining(Options) Policy {
 	return NewFFTWith(FFTRemainingName, c)
 }
 
+// NewFFTSticky is FFT that prices preemption
+// (allocator.Config.PricePreemption), our variant: parking a running job
+// and resuming a parked one each cost the restart overhead. The volume term
+// stays the paper's, so it differs from "fft" in that alone.
+func NewFFTSticky(Options) Policy {
+	c := allocator.DefaultConfig()
+	c.PricePreemption = true
+	return NewFFTWith(FFTStickyName, c)
+}
+
 // NewFFTWith builds an FFT policy with any engine configuration.
 func NewFFTWith(name string, cfg allocator.Config) *FFT {
 	return &FFT{name: name, cfg: cfg, rejected: map[string]string{}}
@@ -92,6 +103,7 @@ func (p *FFT) Instance(s *Snapshot) *allocator.Instance {
 		in.Jobs = append(in.Jobs, allocator.Job{
 			ID: j.ID, Arrival: j.ArrivalRound, GPUs: j.GPUs, Work: j.Work, Done: j.Done,
 			Throughput: p.perRound(s, j), MemoryGB: j.MemoryGB, StateGB: j.StateGB, LastModel: j.LastModel,
+			Running: j.Running != "",
 		})
 	}
 	return in

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
@@ -262,10 +263,25 @@ func TestFFTInstance(t *testing.T) {
 	}
 	j := in.Jobs[0]
 	want := map[string]float64{"v100": 200, "k80": 50} // steps/s x 100 s rounds
-	if d := cmp.Diff(want, j.Throughput); d != "" || j.Arrival != 1 || j.Done != 60 || j.LastModel != "k80" || in.Config.RoundSeconds != 100 {
+	if d := cmp.Diff(want, j.Throughput); d != "" || j.Arrival != 1 || j.Done != 60 || j.LastModel != "k80" || !j.Running || in.Config.RoundSeconds != 100 {
 		t.Errorf("instance job %+v, round seconds %v; throughput (-want,+got):\n%s", j, in.Config.RoundSeconds, d)
 	}
 	if err := in.Validate(); err != nil {
 		t.Errorf("instance does not validate: %v", err)
+	}
+}
+
+func TestFFTSticky(t *testing.T) {
+	p, err := New(FFTStickyName, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := allocator.DefaultConfig()
+	want.PricePreemption = true
+	if got := p.(*FFT).cfg; got != want {
+		t.Errorf("fft-sticky config %+v, want the paper's with price_preemption: %+v", got, want)
+	}
+	if NewFFT(Options{}).(*FFT).cfg.PricePreemption {
+		t.Error("the paper's fft prices preemption")
 	}
 }

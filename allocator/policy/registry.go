@@ -32,6 +32,7 @@ var Builtin = map[string]Factory{
 	SiaName:          NewSia,
 	FFTName:          NewFFT,
 	FFTRemainingName: NewFFTRemaining,
+	FFTStickyName:    NewFFTSticky,
 }
 
 // Names lists the registry's names, sorted.

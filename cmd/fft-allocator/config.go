@@ -51,12 +51,13 @@ type consulBlock struct {
 }
 
 type engineBlock struct {
-	Weights        *weightsBlock `hcl:"weights,block"`
-	VolumeTerm     *string       `hcl:"volume_term,optional"`
-	TransferGbps   *float64      `hcl:"transfer_gbps,optional"`
-	RestartSeconds *float64      `hcl:"restart_seconds,optional"`
-	NodeLimit      *int          `hcl:"node_limit,optional"`
-	TenantWeights  *bool         `hcl:"tenant_weights,optional"`
+	Weights         *weightsBlock `hcl:"weights,block"`
+	VolumeTerm      *string       `hcl:"volume_term,optional"`
+	TransferGbps    *float64      `hcl:"transfer_gbps,optional"`
+	RestartSeconds  *float64      `hcl:"restart_seconds,optional"`
+	PricePreemption *bool         `hcl:"price_preemption,optional"`
+	NodeLimit       *int          `hcl:"node_limit,optional"`
+	TenantWeights   *bool         `hcl:"tenant_weights,optional"`
 }
 
 type weightsBlock struct {
@@ -175,6 +176,9 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 				return eng, fmt.Errorf("%s: engine volume_term = %q: expected \"total\" (the paper) or \"remaining\"", path, *v)
 			}
 			eng.Volume = allocator.VolumeTerm(*v)
+		}
+		if v := e.PricePreemption; v != nil {
+			eng.PricePreemption = *v
 		}
 		if v := e.TenantWeights; v != nil {
 			f.tenantWeights = *v

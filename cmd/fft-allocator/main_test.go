@@ -72,9 +72,10 @@ engine {
   weights {
     fairness = 2
   }
-  volume_term    = "remaining"
-  transfer_gbps  = 25
-  tenant_weights = true
+  volume_term      = "remaining"
+  transfer_gbps    = 25
+  price_preemption = true
+  tenant_weights   = true
 }
 `)
 	var out bytes.Buffer
@@ -88,7 +89,7 @@ engine {
 		t.Errorf("settings from the file (flag wins for the token): %+v", f)
 	}
 	e := f.engine
-	if e.Weights.Fairness != 2 || e.Weights.JCT != 1 || e.Volume != "remaining" || e.TransferGbps != 25 || e.RestartSeconds != 30 || !f.tenantWeights {
+	if e.Weights.Fairness != 2 || e.Weights.JCT != 1 || e.Volume != "remaining" || e.TransferGbps != 25 || e.RestartSeconds != 30 || !e.PricePreemption || !f.tenantWeights {
 		t.Errorf("engine config %+v, tenant weights %v", e, f.tenantWeights)
 	}
 	for _, tc := range []struct{ body, want string }{
@@ -102,6 +103,7 @@ engine {
 		// Type errors point at the line and column of the value.
 		{"nomad {\n tls_skip_verify = \"maybe\"\n}", `bad.hcl:2,21-26: Unsuitable value type; Unsuitable value: a bool is required`},
 		{"engine {\n tenant_weights = 2\n}", `bad.hcl:2,19-20: Unsuitable value type`},
+		{"engine {\n price_preemption = \"yes\"\n}", `bad.hcl:2,22-25: Unsuitable value type; Unsuitable value: a bool is required`},
 	} {
 		p := write("bad.hcl", tc.body)
 		if _, err := parse([]string{"-config", p}, &out); err == nil || !strings.Contains(err.Error(), tc.want) {
