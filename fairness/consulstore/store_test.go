@@ -15,8 +15,8 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/nomad-fft/nomad-fft/allocator/live"
-	"github.com/nomad-fft/nomad-fft/fairness"
 	"github.com/nomad-fft/nomad-fft/e2e/consultest"
+	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
 // startConsul runs a dev agent on loopback ports and stops it when the test ends.
