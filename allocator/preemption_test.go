@@ -158,20 +158,7 @@ func TestPreemptionWorkConserving(t *testing.T) {
 		if err != nil {
 			t.Fatalf("instance %d: %v", it, err)
 		}
-		idle := map[string]int{}
-		for _, m := range in.Models {
-			idle[m.Name] = m.GPUs - d.Usage[m.Name]
-		}
-		for k, jd := range d.Jobs {
-			if jd.Model != "" {
-				continue
-			}
-			for _, o := range jd.Options {
-				if idle[o.Model] >= in.Jobs[k].GPUs {
-					t.Fatalf("instance %d: job %s waits while %s has %d idle GPUs", it, jd.ID, o.Model, idle[o.Model])
-				}
-			}
-		}
+		checkWorkConserving(t, it, in, d)
 	}
 }
 

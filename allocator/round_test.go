@@ -145,22 +145,29 @@ func TestWorkConserving(t *testing.T) {
 		if err != nil {
 			t.Fatalf("instance %d: %v", it, err)
 		}
-		idle := map[string]int{}
-		for _, m := range in.Models {
-			idle[m.Name] = m.GPUs - d.Usage[m.Name]
-			if idle[m.Name] < 0 {
-				t.Fatalf("instance %d: model %s over capacity", it, m.Name)
-			}
+		checkWorkConserving(t, it, in, d)
+	}
+}
+
+// checkWorkConserving fails the test if decision d overfills a model or
+// leaves one with enough idle GPUs for a waiting job allowed on it.
+func checkWorkConserving(t *testing.T, it int, in *allocator.Instance, d *allocator.Decision) {
+	t.Helper()
+	idle := map[string]int{}
+	for _, m := range in.Models {
+		idle[m.Name] = m.GPUs - d.Usage[m.Name]
+		if idle[m.Name] < 0 {
+			t.Fatalf("instance %d: model %s over capacity", it, m.Name)
 		}
-		for k, jd := range d.Jobs {
-			if jd.Model != "" {
-				continue
-			}
-			for _, o := range jd.Options {
-				if idle[o.Model] >= in.Jobs[k].GPUs {
-					t.Fatalf("instance %d: job %s (%d GPUs) waits while %s has %d idle GPUs",
-						it, jd.ID, in.Jobs[k].GPUs, o.Model, idle[o.Model])
-				}
+	}
+	for k, jd := range d.Jobs {
+		if jd.Model != "" {
+			continue
+		}
+		for _, o := range jd.Options {
+			if idle[o.Model] >= in.Jobs[k].GPUs {
+				t.Fatalf("instance %d: job %s (%d GPUs) waits while %s has %d idle GPUs",
+					it, jd.ID, in.Jobs[k].GPUs, o.Model, idle[o.Model])
 			}
 		}
 	}
