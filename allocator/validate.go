@@ -150,9 +150,15 @@ func known(index map[string]int, name string) bool {
 // fits is the exclusion rule for job j on model m with throughput theta: a
 // positive throughput, enough GPUs and enough memory per GPU (memory 0 on
 // either side means not declared).
-func (j *Job) fits(m *Model, theta float64) bool {
-	if theta <= 0 || m.GPUs < j.GPUs {
+func (j *Job) fits(m *Model, theta float64) bool { return Fits(m, j.GPUs, j.MemoryGB, theta) }
+
+// Fits is the one rule for whether a job can run on model m: a positive
+// throughput theta there, at least gpus GPUs of it, and enough memory per
+// GPU (0 on either side means not declared, and then memory excludes
+// nothing). The engine, the policies and the round loop all ask it.
+func Fits(m *Model, gpus int, memoryGB, theta float64) bool {
+	if !(theta > 0) || m.GPUs < gpus {
 		return false
 	}
-	return j.MemoryGB == 0 || m.MemoryGB == 0 || j.MemoryGB <= m.MemoryGB
+	return memoryGB == 0 || m.MemoryGB == 0 || memoryGB <= m.MemoryGB
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"io"
 	"math"
 	"net/http"
@@ -59,7 +60,7 @@ const progressUsage = `the body is the work units done, a number >= 0 such as 42
 
 func progressHandler(s *Service) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rep, ok := s.store.(ProgressReporter)
+		rep, ok := s.loop.Store().(loop.ProgressReporter)
 		if !ok {
 			writeError(w, http.StatusNotImplemented, "this allocator's store takes no progress reports")
 			return
@@ -167,7 +168,7 @@ func writeMetrics(w http.ResponseWriter, st Status) {
 	metric("fft_apply_conflicts_total", "counter", "Check-and-set job writes lost to concurrent updates.", num(float64(st.Conflicts)))
 	metric("fft_apply_errors_total", "counter", "Failed job writes other than conflicts.", num(float64(st.ApplyErrors)))
 	var applied []string
-	for _, a := range []Action{ActionStart, ActionMigrate, ActionPark} {
+	for _, a := range []loop.Action{loop.ActionStart, loop.ActionMigrate, loop.ActionPark} {
 		applied = append(applied, fmt.Sprintf("{action=%q} %d", a, st.Applied[a]))
 	}
 	metric("fft_applied_changes_total", "counter", "Changes applied to jobs, by action.", applied...)
@@ -180,7 +181,7 @@ func writeMetrics(w http.ResponseWriter, st Status) {
 		metric("fft_solve_seconds", "gauge", "Solve phase of the last recorded round.", num(last.SolveSeconds))
 		metric("fft_round", "gauge", "Number of the last recorded round.", num(float64(last.Round)))
 	}
-	states := map[string]int{StatusWaiting: 0, StatusRunning: 0, StatusFinished: 0, StatusFailed: 0, StatusNoFit: 0}
+	states := map[string]int{loop.StatusWaiting: 0, loop.StatusRunning: 0, loop.StatusFinished: 0, loop.StatusFailed: 0, loop.StatusNoFit: 0}
 	var rho []string
 	ids := make([]string, 0, len(st.Jobs))
 	for id := range st.Jobs {
@@ -190,12 +191,12 @@ func writeMetrics(w http.ResponseWriter, st Status) {
 	for _, id := range ids {
 		r := st.Jobs[id]
 		states[r.Status]++
-		if r.Status == StatusWaiting || r.Status == StatusRunning {
+		if r.Status == loop.StatusWaiting || r.Status == loop.StatusRunning {
 			rho = append(rho, fmt.Sprintf("{job=\"%s\"} %g", escape(id), r.Rho))
 		}
 	}
 	var lines []string
-	for _, k := range []string{StatusWaiting, StatusRunning, StatusFinished, StatusFailed, StatusNoFit} {
+	for _, k := range []string{loop.StatusWaiting, loop.StatusRunning, loop.StatusFinished, loop.StatusFailed, loop.StatusNoFit} {
 		lines = append(lines, fmt.Sprintf("{state=%q} %d", k, states[k]))
 	}
 	metric("fft_jobs", "gauge", "Jobs in the ledger by state.", lines...)

@@ -35,6 +35,10 @@ var Builtin = map[string]Factory{
 	FFTStickyName:    NewFFTSticky,
 }
 
+// DefaultName is the policy the allocator and `fftctl dev` run unless told
+// otherwise.
+const DefaultName = FFTName
+
 // Names lists the registry's names, sorted.
 func Names() []string {
 	out := make([]string, 0, len(Builtin))

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -357,13 +356,6 @@ func runCommand(ctx context.Context, o *commandOptions, stdout, stderr io.Writer
 				t0 := time.Now()
 				lg, err := Run(ctx, pol, source(k.rate, k.seed), cfg)
 				ro := &runOut{log: lg, err: err, wall: time.Since(t0)}
-				if f, ok := pol.(*policy.FFT); ok && err != nil && f.LastInstance != nil {
-					// Keep the round that failed, for `fftctl round` and the solver's tests.
-					path := filepath.Join(o.out, k.file("failed-instance", ".json"))
-					if b, jerr := json.MarshalIndent(f.LastInstance, "", " "); jerr == nil && os.WriteFile(path, b, 0o644) == nil {
-						ro.err = fmt.Errorf("%w (instance saved to %s)", err, path)
-					}
-				}
 				mu.Lock()
 				results[k] = ro
 				mu.Unlock()

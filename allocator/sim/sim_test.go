@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
 )
 
@@ -116,7 +117,7 @@ func TestRunPolicyFailures(t *testing.T) {
 		check func(error) bool
 	}{
 		{"error", func(*policy.Snapshot) (policy.Assignment, error) { return nil, boom }, func(e error) bool { return errors.Is(e, boom) }},
-		{"panic", func(*policy.Snapshot) (policy.Assignment, error) { panic("oops") }, func(e error) bool { var p *PanicError; return errors.As(e, &p) }},
+		{"panic", func(*policy.Snapshot) (policy.Assignment, error) { panic("oops") }, func(e error) bool { var p *loop.PanicError; return errors.As(e, &p) }},
 		{"unknown model", func(s *policy.Snapshot) (policy.Assignment, error) { return policy.Assignment{"a": "tpu"}, nil }, func(e error) bool {
 			var a *policy.AssignmentError
 			return errors.As(e, &a) && a.Reason == "unknown model"
@@ -245,31 +246,5 @@ func TestGenerator(t *testing.T) {
 	}
 }
 
-// refuser rejects job "a" at its first round and runs the rest FIFO.
-type refuser struct {
-	scripted
-	told bool
-}
 
-func (r *refuser) Rejected() map[string]string {
-	if r.told {
-		return nil
-	}
-	r.told = true
-	return map[string]string{"a": "test refusal"}
-}
 
-func TestRunPolicyRejects(t *testing.T) {
-	jobs := []JobSpec{job("a", 0, 10, 1, "fast", 1.0), job("b", 0, 10, 1, "fast", 1.0)}
-	p := &refuser{scripted: scripted{func(s *policy.Snapshot) (policy.Assignment, error) {
-		return policy.Assignment{s.Jobs[len(s.Jobs)-1].ID: "fast"}, nil
-	}}}
-	lg, err := Run(context.Background(), p, &SliceSource{Jobs: jobs}, Config{Cluster: twoModels, RoundSeconds: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, s := Analyse(lg, nil)
-	if !res[0].Rejected || res[0].Finished || !res[1].Finished || s.Rejected != 1 || s.Unfinished != 0 {
-		t.Errorf("results %+v / %+v, summary rejected %d unfinished %d", res[0], res[1], s.Rejected, s.Unfinished)
-	}
-}

@@ -16,10 +16,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
 	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/nomadapi"
+	"github.com/nomad-fft/nomad-fft/allocator/policy"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
-	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
 )
 
 const usage = `Usage: fft-allocator [options]
@@ -61,6 +63,8 @@ type flags struct {
 	// tenantWeights counts fft.weight in the fairness shares (-config's
 	// engine tenant_weights; off is the paper).
 	tenantWeights bool
+	// policy names the registry's policy that decides the rounds.
+	policy string
 }
 
 func parse(args []string, stderr io.Writer) (*flags, error) {
@@ -81,6 +85,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:4650", "Address of the HTTP API (/v1/health, /v1/status, /v1/metrics, /v1/progress); empty disables it.")
 	fs.StringVar(&f.logLevel, "log-level", "info", "Log level: trace, debug, info, warn or error.")
 	fs.BoolVar(&f.logJSON, "log-json", false, "Write logs as JSON.")
+	fs.StringVar(&f.policy, "policy", policy.DefaultName, "The policy that decides each round, by its name in the registry (fftctl simulate -list). The default is FFT with the -config engine block; any other name runs that policy as registered, for example gavel-ftf to compare it with FFT on this cluster.")
 	fs.BoolVar(&f.once, "once", false, "Run one round and exit (status 1 if it failed). It does not take the leader lock.")
 	host, _ := os.Hostname()
 	fs.StringVar(&f.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "This replica's name in the leader lock.")
@@ -149,8 +154,14 @@ func run(args []string, stderr io.Writer) int {
 	cfg.RoundSeconds = f.round.Seconds()
 	na := nomadapi.New(nc, log.Named("nomad")).WithNodePool(f.nodePool)
 	store := consulstore.New(cc, f.prefix).WithLog(log.Named("leader").Info)
-	svc := live.New(na, na, store, live.WithConfig(cfg), live.WithLogger(log), live.WithTenantWeights(f.tenantWeights),
-		live.WithEarlyRounds(f.minRoundGap))
+	pol, err := f.newPolicy(cfg)
+	if err != nil {
+		log.Error("choosing the policy; see -policy", "error", err)
+		return 1
+	}
+	rounds := loop.New(na, na, store, loop.WithConfig(cfg), loop.WithPolicy(pol), loop.WithLogger(log),
+		loop.WithTenantWeights(f.tenantWeights))
+	svc := live.New(rounds, live.WithLogger(log), live.WithEarlyRounds(f.minRoundGap))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -166,7 +177,7 @@ func run(args []string, stderr io.Writer) int {
 		log.Info("HTTP API listening", "address", ln.Addr().String())
 	}
 	log.Info("starting", "id", f.id, "nomad", nc.Address(), "consul", ccfg.Scheme+"://"+ccfg.Address, "prefix", f.prefix,
-		"round", f.round, "tenant_weights", f.tenantWeights, "min_round_gap", f.minRoundGap, "node_pool", f.nodePool)
+		"round", f.round, "policy", pol.Name(), "tenant_weights", f.tenantWeights, "min_round_gap", f.minRoundGap, "node_pool", f.nodePool)
 	if f.once {
 		if _, err := svc.RunRound(ctx); err != nil {
 			return 1
@@ -181,4 +192,14 @@ func run(args []string, stderr io.Writer) int {
 	})
 	log.Info("stopped")
 	return 0
+}
+
+// newPolicy builds the -policy policy: the default is FFT with the engine
+// configuration of -config (the paper's unless the file says otherwise);
+// any other name is the registry's policy as registered.
+func (f *flags) newPolicy(cfg allocator.Config) (policy.Policy, error) {
+	if f.policy == policy.DefaultName {
+		return policy.NewFFTWith(f.policy, cfg), nil
+	}
+	return policy.New(f.policy, policy.Options{})
 }

@@ -17,9 +17,9 @@ import (
 	consul "github.com/hashicorp/consul/api"
 	nomad "github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/cmd/fftctl/devcluster"
-	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
 	"github.com/nomad-fft/nomad-fft/jobspecs"
 )
 
@@ -164,7 +164,7 @@ func (c *DevCommand) run(ctx context.Context, cluster *devcluster.Cluster) int {
 	defer stopFollowing()
 	followed := make(chan error, 1)
 	go func() {
-		followed <- followRounds(followCtx, store, func(rec *live.RoundRecord) error {
+		followed <- followRounds(followCtx, store, func(rec *loop.RoundRecord) error {
 			c.Ui.Output(formatRound(rec, time.Local))
 			shown++
 			if c.rounds > 0 && shown >= c.rounds {
@@ -291,7 +291,7 @@ func selfName() string {
 // followRounds calls each with every round record, in order, as the
 // allocator records them, until ctx ends or each returns an error. It
 // waits with blocking queries on the ledger.
-func followRounds(ctx context.Context, s *consulstore.Store, each func(*live.RoundRecord) error) error {
+func followRounds(ctx context.Context, s *consulstore.Store, each func(*loop.RoundRecord) error) error {
 	next, index := 0, uint64(0)
 	for {
 		n, idx, err := s.NextRound(ctx, index)
@@ -313,7 +313,7 @@ func followRounds(ctx context.Context, s *consulstore.Store, each func(*live.Rou
 
 // formatRound renders one round record as a short block: what ran, the
 // GPUs busy per model, and each change the round made. It is pure.
-func formatRound(rec *live.RoundRecord, loc *time.Location) string {
+func formatRound(rec *loop.RoundRecord, loc *time.Location) string {
 	at := rec.Start
 	if t, err := time.Parse(time.RFC3339Nano, rec.Start); err == nil {
 		at = t.In(loc).Format("15:04:05")
@@ -330,9 +330,9 @@ func formatRound(rec *live.RoundRecord, loc *time.Location) string {
 			waiting++
 		}
 		switch ja.Action {
-		case live.ActionStart, live.ActionMigrate:
+		case loop.ActionStart, loop.ActionMigrate:
 			changes = append(changes, fmt.Sprintf("    %-8s %s on %s", ja.Action, shortID(ja.ID), ja.Model))
-		case live.ActionPark:
+		case loop.ActionPark:
 			changes = append(changes, fmt.Sprintf("    %-8s %s", ja.Action, shortID(ja.ID)))
 		}
 	}
@@ -347,7 +347,7 @@ func formatRound(rec *live.RoundRecord, loc *time.Location) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Round %d at %s", rec.Round, at)
 	switch rec.Trigger {
-	case "", live.TriggerSchedule, live.TriggerManual:
+	case "", loop.TriggerSchedule, loop.TriggerManual:
 	default:
 		fmt.Fprintf(&b, " (early: %s)", rec.Trigger)
 	}

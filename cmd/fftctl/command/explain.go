@@ -11,8 +11,8 @@ import (
 	"github.com/hashicorp/cli"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
-	"github.com/nomad-fft/nomad-fft/allocator/live"
-	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
+	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
 // ExplainCommand reads back why the last round decided what it did for a job.
@@ -70,7 +70,7 @@ func (c *ExplainCommand) Run(args []string) int {
 var errNoMention = errors.New("no round mentions the job")
 
 // latestMention returns the newest round record that mentions job id.
-func latestMention(ctx context.Context, s *consulstore.Store, id string) (*live.RoundRecord, error) {
+func latestMention(ctx context.Context, s *consulstore.Store, id string) (*loop.RoundRecord, error) {
 	rounds, err := s.RoundNumbers(ctx)
 	if err != nil {
 		return nil, err
@@ -87,12 +87,12 @@ func latestMention(ctx context.Context, s *consulstore.Store, id string) (*live.
 	return nil, errNoMention
 }
 
-func mentions(rec *live.RoundRecord, id string) bool {
+func mentions(rec *loop.RoundRecord, id string) bool {
 	return jobLine(rec, id) != nil || invalidError(rec, id) != ""
 }
 
 // jobLine returns the job's line of a round record, nil if it has none.
-func jobLine(rec *live.RoundRecord, id string) *live.JobAudit {
+func jobLine(rec *loop.RoundRecord, id string) *loop.JobAudit {
 	for k := range rec.Jobs {
 		if rec.Jobs[k].ID == id {
 			return &rec.Jobs[k]
@@ -102,7 +102,7 @@ func jobLine(rec *live.RoundRecord, id string) *live.JobAudit {
 }
 
 // invalidError returns the error a round recorded for the job's bad meta.
-func invalidError(rec *live.RoundRecord, id string) string {
+func invalidError(rec *loop.RoundRecord, id string) string {
 	for _, inv := range rec.Invalid {
 		if inv.ID == id {
 			return inv.Err
@@ -119,7 +119,7 @@ type explanation struct {
 	// Invalid is the contract error when the round rejected the job's meta;
 	// the fields below are then empty.
 	Invalid   string      `json:"invalid,omitempty"`
-	Action    live.Action `json:"action,omitempty"`
+	Action    loop.Action `json:"action,omitempty"`
 	Model     string      `json:"model,omitempty"`
 	Reason    string      `json:"reason,omitempty"`
 	GPUs      int         `json:"gpus,omitempty"`
@@ -132,7 +132,7 @@ type explanation struct {
 
 // explainJob reads job id's decision out of a round record that mentions
 // it. It is pure.
-func explainJob(rec *live.RoundRecord, id string) explanation {
+func explainJob(rec *loop.RoundRecord, id string) explanation {
 	e := explanation{Job: id, Round: rec.Round, Start: rec.Start, Options: []allocator.Terms{}}
 	if msg := invalidError(rec, id); msg != "" {
 		e.Invalid = msg

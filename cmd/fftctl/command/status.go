@@ -12,8 +12,8 @@ import (
 
 	"github.com/hashicorp/cli"
 
-	"github.com/nomad-fft/nomad-fft/allocator/live"
-	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
+	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
 // StatusCommand shows the queue and the GPU models from the ledger.
@@ -71,7 +71,7 @@ type statusView struct {
 	Leader  string         `json:"leader"`
 	Models  []modelUsage   `json:"models"`
 	Jobs    []jobStatus    `json:"jobs"`
-	Invalid []live.Invalid `json:"invalid"`
+	Invalid []loop.Invalid `json:"invalid"`
 }
 
 type roundHeader struct {
@@ -108,7 +108,7 @@ func readStatus(ctx context.Context, s *consulstore.Store) (statusView, error) {
 	if err != nil {
 		return statusView{}, err
 	}
-	var last *live.RoundRecord
+	var last *loop.RoundRecord
 	if l.Round > 0 {
 		last, err = s.ReadRound(ctx, l.Round-1)
 		if err != nil && !errors.Is(err, consulstore.ErrNoRound) {
@@ -125,14 +125,14 @@ func readStatus(ctx context.Context, s *consulstore.Store) (statusView, error) {
 // statusOrder sorts jobs by state: what runs, what waits, what cannot run,
 // then what is over.
 var statusOrder = map[string]int{
-	live.StatusRunning: 0, live.StatusWaiting: 1, live.StatusNoFit: 2, live.StatusFinished: 3, live.StatusFailed: 4,
+	loop.StatusRunning: 0, loop.StatusWaiting: 1, loop.StatusNoFit: 2, loop.StatusFinished: 3, loop.StatusFailed: 4,
 }
 
 // buildStatus joins the ledger with the last round record (nil before any
 // round). It is pure.
-func buildStatus(l *live.Ledger, last *live.RoundRecord, leader string) statusView {
-	v := statusView{NextRound: l.Round, Leader: leader, Models: []modelUsage{}, Jobs: []jobStatus{}, Invalid: []live.Invalid{}}
-	lines := map[string]live.JobAudit{}
+func buildStatus(l *loop.Ledger, last *loop.RoundRecord, leader string) statusView {
+	v := statusView{NextRound: l.Round, Leader: leader, Models: []modelUsage{}, Jobs: []jobStatus{}, Invalid: []loop.Invalid{}}
+	lines := map[string]loop.JobAudit{}
 	if last != nil {
 		v.LastRound = &roundHeader{Round: last.Round, Start: last.Start}
 		for _, m := range last.Models {
@@ -149,7 +149,7 @@ func buildStatus(l *live.Ledger, last *live.RoundRecord, leader string) statusVi
 		if ja, ok := lines[id]; ok {
 			js.Model, js.GPUs, js.Reason = ja.Model, ja.GPUs, ja.Reason
 		}
-		if r.Status == live.StatusFinished || r.Status == live.StatusFailed {
+		if r.Status == loop.StatusFinished || r.Status == loop.StatusFailed {
 			js.Model = r.LastModel
 		}
 		v.Jobs = append(v.Jobs, js)

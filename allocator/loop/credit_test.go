@@ -1,4 +1,4 @@
-package live
+package loop
 
 import (
 	"context"
@@ -98,14 +98,15 @@ func TestEarlyRoundAccounting(t *testing.T) {
 		{"manual soon after", TriggerManual, 30, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+			now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+			clk := &HarnessClock{T: now}
 			// Two 2-GPU jobs on 2 GPUs: one runs, one waits, so rho moves both ways.
-			fc := &fakeCluster{models: []allocator.Model{{Name: a100, GPUs: 2}}, jobs: map[string]*Job{
-				"default/a": ptr(newJob("a").GPUs(2).TP(a100, 2).Obj()),
-				"default/b": ptr(newJob("b").GPUs(2).TP(a100, 1).Obj()),
+			fc := &Harness{Models: []allocator.Model{{Name: a100, GPUs: 2}}, Jobs: map[string]*Job{
+				"default/a": Ptr(NewJob("a").GPUs(2).TP(a100, 2).Obj()),
+				"default/b": Ptr(NewJob("b").GPUs(2).TP(a100, 1).Obj()),
 			}}
-			fc.jobs["default/a"].Spec.Work, fc.jobs["default/b"].Spec.Work = 100, 100
-			st := &memStore{}
+			fc.Jobs["default/a"].Spec.Work, fc.Jobs["default/b"].Spec.Work = 100, 100
+			st := NewMemStore(false)
 			cfg := allocator.DefaultConfig()
 			cfg.RoundSeconds = R
 			s := New(fc, fc, st, WithClock(clk.Now), WithConfig(cfg))
@@ -115,20 +116,20 @@ func TestEarlyRoundAccounting(t *testing.T) {
 				if i > 0 {
 					clk.Advance(R * time.Second)
 				}
-				r, err := s.runRound(ctx, TriggerSchedule, nil)
+				r, err := s.RunRound(ctx, TriggerSchedule, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
 				prev = r
 			}
-			before := st.ledger
+			before := st.Stored()
 			clk.Advance(time.Duration(tc.elapsed * float64(time.Second)))
-			rec, err := s.runRound(ctx, tc.kind, []string{"default/x"})
+			rec, err := s.RunRound(ctx, tc.kind, []string{"default/x"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rec.CreditKept != tc.kept || math.Abs(rec.Clock-(before.Clock-1+tc.kept)) > 1e-12 || st.ledger.Clock != rec.Clock+1 {
-				t.Errorf("credit kept %g, clock %g (ledger next %g); want %g, %g", rec.CreditKept, rec.Clock, st.ledger.Clock, tc.kept, before.Clock-1+tc.kept)
+			if rec.CreditKept != tc.kept || math.Abs(rec.Clock-(before.Clock-1+tc.kept)) > 1e-12 || st.Stored().Clock != rec.Clock+1 {
+				t.Errorf("credit kept %g, clock %g (ledger next %g); want %g, %g", rec.CreditKept, rec.Clock, st.Stored().Clock, tc.kept, before.Clock-1+tc.kept)
 			}
 			moved := 0
 			for _, l := range prev.Jobs {
@@ -151,7 +152,7 @@ func TestEarlyRoundAccounting(t *testing.T) {
 				// Progress: the credit of the previous round, cut the same way, plus this
 				// round's whole credit.
 				wantDone := before.Jobs[l.ID].Done - (1-tc.kept)*l.Chosen.Throughput*boolf(l.Model != "") + now.Chosen.Throughput*boolf(now.Model != "")
-				if got := st.ledger.Jobs[l.ID].Done; math.Abs(got-wantDone) > 1e-9 {
+				if got := st.Stored().Jobs[l.ID].Done; math.Abs(got-wantDone) > 1e-9 {
 					t.Errorf("%s: done %g, want %g", l.ID, got, wantDone)
 				}
 			}

@@ -14,13 +14,13 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
 var (
-	_ live.Store            = (*Store)(nil)
-	_ live.ProgressReader   = (*Store)(nil)
-	_ live.ProgressReporter = (*Store)(nil)
+	_ loop.Store            = (*Store)(nil)
+	_ loop.ProgressReader   = (*Store)(nil)
+	_ loop.ProgressReporter = (*Store)(nil)
 )
 
 // Layout is the version of the key layout below the prefix. A reader that
@@ -38,8 +38,8 @@ const maxTxnOps = 64
 //
 //	<prefix>/ledger                 {"layout":1,"round":N,"clock":C,"start":T}: the next round, the fairness
 //	                                clock and the last round's start; its ModifyIndex is the CAS version
-//	<prefix>/jobs/<namespace>/<job> one live.JobRecord per job (JSON)
-//	<prefix>/rounds/<round>         one live.RoundRecord per round, the audit log (round zero-padded to 12 digits)
+//	<prefix>/jobs/<namespace>/<job> one loop.JobRecord per job (JSON)
+//	<prefix>/rounds/<round>         one loop.RoundRecord per round, the audit log (round zero-padded to 12 digits)
 //	<prefix>/leader                 the leader lock (see Lead); its value is the holder's id
 //	<prefix>/progress/<ns>/<job>    work units the job reports done, a plain number a training
 //	                                script writes with `consul kv put <key> 42`
@@ -50,7 +50,7 @@ const (
 	dirProgress = "progress/"
 )
 
-// Store is a live.Store over Consul KV.
+// Store is a loop.Store over Consul KV.
 type Store struct {
 	client *api.Client
 	log    func(msg string, kv ...any)
@@ -98,13 +98,13 @@ func (s *Store) RoundKey(n int) string { return fmt.Sprintf("%s%s%012d", s.prefi
 func (s *Store) JobKey(id string) string { return s.prefix + dirJobs + id }
 
 // Load reads the ledger and every job record. An empty store is round 0.
-func (s *Store) Load(ctx context.Context) (*live.Ledger, error) {
+func (s *Store) Load(ctx context.Context) (*loop.Ledger, error) {
 	q := (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx)
 	pair, _, err := s.kv.Get(s.prefix+keyLedger, q)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s%s: %w", s.prefix, keyLedger, err)
 	}
-	l := &live.Ledger{Jobs: map[string]live.JobRecord{}}
+	l := &loop.Ledger{Jobs: map[string]loop.JobRecord{}}
 	if pair != nil {
 		v, err := decodeLedger(pair)
 		if err != nil {
@@ -123,7 +123,7 @@ func (s *Store) Load(ctx context.Context) (*live.Ledger, error) {
 		return nil, fmt.Errorf("listing %s%s: %w", s.prefix, dirJobs, err)
 	}
 	for _, p := range pairs {
-		var r live.JobRecord
+		var r loop.JobRecord
 		if err := json.Unmarshal(p.Value, &r); err != nil {
 			return nil, fmt.Errorf("decoding %s: %w", p.Key, err)
 		}
@@ -137,7 +137,7 @@ func (s *Store) Load(ctx context.Context) (*live.Ledger, error) {
 // prev.Version and creates the round record only if that round has none, so
 // a round is never recorded twice; job records beyond what one transaction
 // carries follow in transactions guarded by the new ledger version.
-func (s *Store) Record(ctx context.Context, prev, next *live.Ledger, rec *live.RoundRecord) error {
+func (s *Store) Record(ctx context.Context, prev, next *loop.Ledger, rec *loop.RoundRecord) error {
 	lv := ledgerValue{Layout: Layout, Round: next.Round, Clock: &next.Clock}
 	if !next.Start.IsZero() {
 		lv.Start = &next.Start
@@ -188,7 +188,7 @@ func (s *Store) Record(ctx context.Context, prev, next *live.Ledger, rec *live.R
 
 // jobOps returns set operations for records that changed and deletes for
 // records that are gone, sorted by key.
-func (s *Store) jobOps(prev, next map[string]live.JobRecord) (api.TxnOps, error) {
+func (s *Store) jobOps(prev, next map[string]loop.JobRecord) (api.TxnOps, error) {
 	var ops api.TxnOps
 	for id, r := range next {
 		if old, ok := prev[id]; ok && reflect.DeepEqual(old, r) {
@@ -223,7 +223,7 @@ func (s *Store) run(ctx context.Context, ops api.TxnOps, what string) (*api.TxnR
 			stale = stale || strings.Contains(e.What, "index")
 		}
 		if stale {
-			return nil, fmt.Errorf("%s: %w: %s", what, live.ErrConflict, strings.Join(msgs, "; "))
+			return nil, fmt.Errorf("%s: %w: %s", what, loop.ErrConflict, strings.Join(msgs, "; "))
 		}
 		return nil, fmt.Errorf("%s: transaction refused: %s", what, strings.Join(msgs, "; "))
 	}
@@ -275,7 +275,7 @@ func (s *Store) ReportProgress(ctx context.Context, id string, done float64) err
 var ErrNoRound = errors.New("consulstore: no record of that round")
 
 // ReadRound returns round n's audit record.
-func (s *Store) ReadRound(ctx context.Context, n int) (*live.RoundRecord, error) {
+func (s *Store) ReadRound(ctx context.Context, n int) (*loop.RoundRecord, error) {
 	pair, _, err := s.kv.Get(s.RoundKey(n), (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("reading round %d: %w", n, err)
@@ -283,7 +283,7 @@ func (s *Store) ReadRound(ctx context.Context, n int) (*live.RoundRecord, error)
 	if pair == nil {
 		return nil, fmt.Errorf("round %d: %w", n, ErrNoRound)
 	}
-	var rec live.RoundRecord
+	var rec loop.RoundRecord
 	if err := json.Unmarshal(pair.Value, &rec); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", pair.Key, err)
 	}
@@ -320,12 +320,12 @@ func (s *Store) roundOf(key string) (int, error) {
 
 // ReadRounds returns the audit records of round `from` and later,
 // ascending. It reads the whole log in one call and decodes only those.
-func (s *Store) ReadRounds(ctx context.Context, from int) ([]*live.RoundRecord, error) {
+func (s *Store) ReadRounds(ctx context.Context, from int) ([]*loop.RoundRecord, error) {
 	pairs, _, err := s.kv.List(s.prefix+dirRounds, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("listing %s%s: %w", s.prefix, dirRounds, err)
 	}
-	var out []*live.RoundRecord
+	var out []*loop.RoundRecord
 	for _, p := range pairs {
 		n, err := s.roundOf(p.Key)
 		if err != nil {
@@ -334,7 +334,7 @@ func (s *Store) ReadRounds(ctx context.Context, from int) ([]*live.RoundRecord, 
 		if n < from {
 			continue
 		}
-		var rec live.RoundRecord
+		var rec loop.RoundRecord
 		if err := json.Unmarshal(p.Value, &rec); err != nil {
 			return nil, fmt.Errorf("decoding %s: %w", p.Key, err)
 		}

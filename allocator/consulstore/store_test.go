@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/e2e/consultest"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
@@ -25,8 +26,8 @@ func startConsul(t *testing.T) *api.Client {
 	return c
 }
 
-func record(id string, rho float64) live.JobRecord {
-	return live.JobRecord{JobState: fairness.JobState{Arrival: 0, Work: 10, Tau: 5, Rho: rho}, Status: live.StatusWaiting}
+func record(id string, rho float64) loop.JobRecord {
+	return loop.JobRecord{JobState: fairness.JobState{Arrival: 0, Work: 10, Tau: 5, Rho: rho}, Status: loop.StatusWaiting}
 }
 
 func TestStoreAgainstConsul(t *testing.T) {
@@ -39,12 +40,12 @@ func TestStoreAgainstConsul(t *testing.T) {
 		t.Fatalf("Load of an empty store = %+v, %v; want round 0, version 0", l, err)
 	}
 	// Round 0: two jobs, plus enough more to need several transactions.
-	next := &live.Ledger{Round: 1, Jobs: map[string]live.JobRecord{}}
+	next := &loop.Ledger{Round: 1, Jobs: map[string]loop.JobRecord{}}
 	for i := 0; i < 150; i++ {
 		next.Jobs[fmt.Sprintf("default/job-%03d", i)] = record("", float64(i))
 	}
-	rec := &live.RoundRecord{Round: 0, InputsDigest: "abc", Assignment: map[string]string{"default/job-001": "A100"},
-		Jobs: []live.JobAudit{{ID: "default/job-001", Model: "A100", RhoBefore: 0, RhoAfter: 0.5}}}
+	rec := &loop.RoundRecord{Round: 0, InputsDigest: "abc", Assignment: map[string]string{"default/job-001": "A100"},
+		Jobs: []loop.JobAudit{{ID: "default/job-001", Model: "A100", RhoBefore: 0, RhoAfter: 0.5}}}
 	if err := s.Record(ctx, l, next, rec); err != nil {
 		t.Fatalf("Record round 0: %v", err)
 	}
@@ -62,9 +63,9 @@ func TestStoreAgainstConsul(t *testing.T) {
 	}
 
 	// A stale writer (still at the empty store's version) loses and writes nothing.
-	stale := &live.Ledger{Round: 1, Jobs: map[string]live.JobRecord{"default/intruder": record("", 1)}}
-	err = s.Record(ctx, l, stale, &live.RoundRecord{Round: 0, InputsDigest: "other"})
-	if !errors.Is(err, live.ErrConflict) {
+	stale := &loop.Ledger{Round: 1, Jobs: map[string]loop.JobRecord{"default/intruder": record("", 1)}}
+	err = s.Record(ctx, l, stale, &loop.RoundRecord{Round: 0, InputsDigest: "other"})
+	if !errors.Is(err, loop.ErrConflict) {
 		t.Fatalf("stale Record: err = %v, want ErrConflict", err)
 	}
 	if pair, _, _ := c.KV().Get(s.JobKey("default/intruder"), nil); pair != nil {
@@ -76,15 +77,15 @@ func TestStoreAgainstConsul(t *testing.T) {
 
 	// Round 1 from the current version: one job changes, one leaves.
 	cur, _ := s.Load(ctx)
-	next2 := &live.Ledger{Round: 2, Jobs: map[string]live.JobRecord{}}
+	next2 := &loop.Ledger{Round: 2, Jobs: map[string]loop.JobRecord{}}
 	for id, r := range cur.Jobs {
 		next2.Jobs[id] = r
 	}
 	delete(next2.Jobs, "default/job-000")
 	r := next2.Jobs["default/job-001"]
-	r.Rho, r.Status, r.User, r.Weight = 0.25, live.StatusRunning, "alice", 2
+	r.Rho, r.Status, r.User, r.Weight = 0.25, loop.StatusRunning, "alice", 2
 	next2.Jobs["default/job-001"] = r
-	if err := s.Record(ctx, cur, next2, &live.RoundRecord{Round: 1}); err != nil {
+	if err := s.Record(ctx, cur, next2, &loop.RoundRecord{Round: 1}); err != nil {
 		t.Fatalf("Record round 1: %v", err)
 	}
 	got, _ = s.Load(ctx)
@@ -94,8 +95,8 @@ func TestStoreAgainstConsul(t *testing.T) {
 	// The fairness clock and the last round's start survive; a ledger written before they
 	// existed counted whole rounds, so its clock is its round and its start unknown.
 	start := time.Date(2025, 6, 1, 12, 0, 0, 500, time.UTC)
-	next3 := &live.Ledger{Round: 3, Clock: 2.25, Start: start, Jobs: got.Jobs}
-	if err := s.Record(ctx, got, next3, &live.RoundRecord{Round: 2}); err != nil {
+	next3 := &loop.Ledger{Round: 3, Clock: 2.25, Start: start, Jobs: got.Jobs}
+	if err := s.Record(ctx, got, next3, &loop.RoundRecord{Round: 2}); err != nil {
 		t.Fatalf("Record round 2: %v", err)
 	}
 	if got, _ = s.Load(ctx); got.Clock != 2.25 || !got.Start.Equal(start) {
@@ -140,7 +141,7 @@ func TestStoreAgainstConsul(t *testing.T) {
 	}
 	// The allocator's progress endpoint writes the same key, through a
 	// service that does not lead (a standby).
-	srv := httptest.NewServer(live.Handler(live.New(nil, nil, s)))
+	srv := httptest.NewServer(live.Handler(live.New(loop.New(nil, nil, s))))
 	defer srv.Close()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL+"/v1/progress/team/job-y", strings.NewReader(`{"done": 3.5}`))
 	resp, err := http.DefaultClient.Do(req)

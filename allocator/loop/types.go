@@ -1,4 +1,4 @@
-package live
+package loop
 
 import (
 	"context"
@@ -104,6 +104,10 @@ type JobRecord struct {
 	Switches  int     `json:"switches"`
 	// RoundsRun counts the rounds that selected the job, early ones included.
 	RoundsRun int `json:"rounds_run"`
+	// AttainedGPUSeconds is the GPU time the rounds that selected the job
+	// gave it (its gang size times the time each ran): the service that
+	// least-attained-service policies order by.
+	AttainedGPUSeconds float64 `json:"attained_gpu_seconds,omitempty"`
 	// Status is one of the Status* constants.
 	Status string `json:"status"`
 	// Credit is what the last round credited the job for a whole round;
@@ -118,8 +122,10 @@ type Credit struct {
 	// before the clamp at 0.
 	RhoFrom float64 `json:"rho_from"`
 	RhoStep float64 `json:"rho_step"`
-	// Done is the work units the round added to the progress estimate.
-	Done float64 `json:"done"`
+	// Done is the work units the round added to the progress estimate,
+	// GPUSeconds the service it added.
+	Done       float64 `json:"done"`
+	GPUSeconds float64 `json:"gpu_seconds,omitempty"`
 }
 
 // Job states as the ledger records them.
@@ -150,14 +156,17 @@ type Ledger struct {
 
 // JobAudit is one job's line in a round record.
 type JobAudit struct {
-	ID        string            `json:"id"`
-	Model     string            `json:"model,omitempty"`
-	Reason    string            `json:"reason,omitempty"`
-	Action    Action            `json:"action"`
-	RhoBefore float64           `json:"rho_before"`
-	RhoAfter  float64           `json:"rho_after"`
-	Chosen    allocator.Terms   `json:"chosen"`
-	Options   []allocator.Terms `json:"options,omitempty"`
+	ID    string `json:"id"`
+	Model string `json:"model,omitempty"`
+	// ReasonCode and Reason say why the job waits: a stable code
+	// (allocator.ReasonCode) and the text; both empty when it runs.
+	ReasonCode allocator.ReasonCode `json:"reason_code,omitempty"`
+	Reason     string               `json:"reason,omitempty"`
+	Action     Action               `json:"action"`
+	RhoBefore  float64              `json:"rho_before"`
+	RhoAfter   float64              `json:"rho_after"`
+	Chosen     allocator.Terms      `json:"chosen"`
+	Options    []allocator.Terms    `json:"options,omitempty"`
 	// User is the job's fft.user; Weight the w_j of its fairness share
 	// (absent: 1).
 	User   string  `json:"user,omitempty"`
@@ -165,6 +174,9 @@ type JobAudit struct {
 	// GPUs is the job's gang size d_j (0 for a job held as no-fit).
 	GPUs int `json:"gpus,omitempty"`
 }
+
+// setReason fills the line's reason from the engine's.
+func (a *JobAudit) setReason(r allocator.Reason) { a.ReasonCode, a.Reason = r.Code, r.Message }
 
 // RoundRecord is one entry of the audit log.
 type RoundRecord struct {
@@ -176,6 +188,8 @@ type RoundRecord struct {
 	// jobs of every trigger it answers.
 	Trigger     TriggerKind `json:"trigger"`
 	TriggerJobs []string    `json:"trigger_jobs,omitempty"`
+	// Policy is the name of the policy that decided the round.
+	Policy string `json:"policy,omitempty"`
 	// Clock is the fairness time (in rounds) at the round's start, and
 	// CreditKept the share of the previous round's credit kept: the time
 	// that passed over R for an early round, else 1.

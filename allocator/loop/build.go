@@ -1,4 +1,4 @@
-package live
+package loop
 
 import (
 	"crypto/sha256"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
+	"github.com/nomad-fft/nomad-fft/allocator/policy"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
@@ -29,6 +30,8 @@ type problem struct {
 	noFit map[string]string
 	// weighted is true when the ledger's shares follow fft.weight.
 	weighted bool
+	// snapshot is the round as the policy sees it (policySnapshot).
+	snapshot *policy.Snapshot
 }
 
 // buildProblem turns a snapshot and the ledger into the round engine's
@@ -82,7 +85,7 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map
 		for name, theta := range j.Spec.Throughput {
 			if y, ok := capacity[name]; ok {
 				tp[name] = theta
-				fits = fits || (theta > 0 && y >= j.Spec.GPUs)
+				fits = fits || allocator.Fits(&allocator.Model{Name: name, GPUs: y}, j.Spec.GPUs, 0, theta)
 			}
 		}
 		if !fits {
@@ -136,6 +139,41 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map
 	sort.Slice(models, func(a, b int) bool { return models[a].Name < models[b].Name })
 	pr.instance = allocator.Instance{Round: t, Models: models, Jobs: kept, Fairness: fs, Config: cfg}
 	return pr
+}
+
+// policySnapshot is the round as a policy sees it: the engine's instance
+// (FFT decides on it) and, for the baselines, each job's rate per second,
+// arrival and attained service, on the fairness clock (seconds are clock
+// rounds times R, so a policy's notion of time is the ledger's, live or
+// simulated). Jobs are sorted by arrival, then ID.
+func (pr *problem) policySnapshot(clock, roundSeconds float64) *policy.Snapshot {
+	in := &pr.instance
+	s := &policy.Snapshot{Round: in.Round, Now: clock * roundSeconds, RoundSeconds: roundSeconds, Models: in.Models, Instance: in,
+		Jobs: make([]policy.Job, len(in.Jobs))}
+	for k := range in.Jobs {
+		j := &in.Jobs[k]
+		rec := pr.records[j.ID]
+		rate := make(map[string]float64, len(j.Throughput))
+		for m, th := range j.Throughput {
+			rate[m] = th / roundSeconds
+		}
+		running := ""
+		if j.Running {
+			running = j.LastModel
+		}
+		s.Jobs[k] = policy.Job{
+			ID: j.ID, Arrival: float64(j.Arrival) * roundSeconds, ArrivalRound: j.Arrival, GPUs: j.GPUs,
+			Work: j.Work, Done: j.Done, Rate: rate, MemoryGB: j.MemoryGB, StateGB: j.StateGB,
+			Running: running, LastModel: j.LastModel, Attained: rec.AttainedGPUSeconds,
+		}
+	}
+	sort.SliceStable(s.Jobs, func(a, b int) bool {
+		if s.Jobs[a].Arrival != s.Jobs[b].Arrival {
+			return s.Jobs[a].Arrival < s.Jobs[b].Arrival
+		}
+		return s.Jobs[a].ID < s.Jobs[b].ID
+	})
+	return s
 }
 
 // noFitReason says, naming the key, why no model in the cluster can run the

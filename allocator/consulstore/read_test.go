@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
 // recordRounds records the ledger's next n rounds through Record, as the
@@ -24,8 +24,8 @@ func recordRounds(t *testing.T, s *Store, n int) {
 			t.Fatal(err)
 		}
 		r := prev.Round
-		next := &live.Ledger{Round: r + 1, Jobs: map[string]live.JobRecord{"default/a": record("", float64(r))}}
-		if err := s.Record(ctx, prev, next, &live.RoundRecord{Round: r, InputsDigest: fmt.Sprintf("digest-%d", r)}); err != nil {
+		next := &loop.Ledger{Round: r + 1, Jobs: map[string]loop.JobRecord{"default/a": record("", float64(r))}}
+		if err := s.Record(ctx, prev, next, &loop.RoundRecord{Round: r, InputsDigest: fmt.Sprintf("digest-%d", r)}); err != nil {
 			t.Fatalf("recording round %d: %v", r, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package live
+package loop
 
 import (
 	"math"
@@ -50,6 +50,7 @@ func settle(jobs map[string]JobRecord, kept float64) map[string]JobRecord {
 		if c := r.Credit; c != nil && kept < 1 {
 			r.Rho = math.Max(0, c.RhoFrom+kept*c.RhoStep)
 			r.Done = math.Max(0, r.Done-(1-kept)*c.Done)
+			r.AttainedGPUSeconds = math.Max(0, r.AttainedGPUSeconds-(1-kept)*c.GPUSeconds)
 		}
 		r.Credit = nil
 		out[id] = r
