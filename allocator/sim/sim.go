@@ -206,7 +206,9 @@ type store struct {
 	cluster *Cluster
 }
 
-func (s *store) Progress(ctx context.Context) (map[string]float64, error) { return s.cluster.Progress(ctx) }
+func (s *store) Progress(ctx context.Context) (map[string]float64, error) {
+	return s.cluster.Progress(ctx)
+}
 
 // admission moves the workload's jobs into the cluster as they arrive and
 // counts the measured ones that ended.

@@ -245,6 +245,3 @@ func TestGenerator(t *testing.T) {
 		})
 	}
 }
-
-
-
