@@ -162,14 +162,14 @@ func (pr *problem) policySnapshot(clock, roundSeconds float64) *policy.Snapshot 
 			running = j.LastModel
 		}
 		s.Jobs[k] = policy.Job{
-			ID: j.ID, Arrival: float64(j.Arrival) * roundSeconds, ArrivalRound: j.Arrival, GPUs: j.GPUs,
-			Work: j.Work, Done: j.Done, Rate: rate, MemoryGB: j.MemoryGB, StateGB: j.StateGB,
-			Running: running, LastModel: j.LastModel, Attained: rec.AttainedGPUSeconds,
+			ID: j.ID, ArrivalSeconds: float64(j.Arrival) * roundSeconds, ArrivalRound: j.Arrival, GPUs: j.GPUs,
+			Work: j.Work, Done: j.Done, RatePerSecond: rate, MemoryGB: j.MemoryGB, StateGB: j.StateGB,
+			Running: running, LastModel: j.LastModel, AttainedGPUSeconds: rec.AttainedGPUSeconds,
 		}
 	}
 	sort.SliceStable(s.Jobs, func(a, b int) bool {
-		if s.Jobs[a].Arrival != s.Jobs[b].Arrival {
-			return s.Jobs[a].Arrival < s.Jobs[b].Arrival
+		if s.Jobs[a].ArrivalSeconds != s.Jobs[b].ArrivalSeconds {
+			return s.Jobs[a].ArrivalSeconds < s.Jobs[b].ArrivalSeconds
 		}
 		return s.Jobs[a].ID < s.Jobs[b].ID
 	})

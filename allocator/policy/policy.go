@@ -12,28 +12,28 @@ import (
 type Model = allocator.Model
 
 // Job is one active job as a policy sees it at the start of a round.
-// Work is in the job's own units (steps or epochs); Rate converts it to time.
+// Work is in the job's own units (steps or epochs); RatePerSecond converts it to time.
 type Job struct {
 	ID string `json:"id"`
-	// Arrival is the arrival time in seconds since the start of the run,
-	// ArrivalRound the first round in which the job was present.
-	Arrival      float64 `json:"arrival"`
-	ArrivalRound int     `json:"arrival_round"`
+	// ArrivalSeconds is the arrival time in seconds on the round loop's
+	// clock, ArrivalRound the first round in which the job was present.
+	ArrivalSeconds float64 `json:"arrival_s"`
+	ArrivalRound   int     `json:"arrival_round"`
 	// GPUs is the gang size: all of one model, all at once.
 	GPUs int     `json:"gpus"`
 	Work float64 `json:"work"`
 	Done float64 `json:"done"`
-	// Rate is work units per second with GPUs GPUs of the named model;
-	// absent or 0 means the job cannot run there.
-	Rate     map[string]float64 `json:"rate"`
-	MemoryGB float64            `json:"memory_gb,omitempty"`
-	StateGB  float64            `json:"state_gb,omitempty"`
+	// RatePerSecond is work units per second with GPUs GPUs of the named
+	// model; absent or 0 means the job cannot run there.
+	RatePerSecond map[string]float64 `json:"rate_per_s"`
+	MemoryGB      float64            `json:"memory_gb,omitempty"`
+	StateGB       float64            `json:"state_gb,omitempty"`
 	// Running is the model the job ran on in the previous round, "" if it
 	// did not run then. LastModel is the model it last ran on at any time.
 	Running   string `json:"running,omitempty"`
 	LastModel string `json:"last_model,omitempty"`
-	// Attained is the service received so far in GPU-seconds.
-	Attained float64 `json:"attained"`
+	// AttainedGPUSeconds is the service received so far.
+	AttainedGPUSeconds float64 `json:"attained_gpu_s"`
 }
 
 // Remaining is the work left, never negative.
@@ -41,7 +41,9 @@ func (j *Job) Remaining() float64 { return allocator.Remaining(j.Work, j.Done) }
 
 // Fits reports whether the job may run on m: a positive rate, enough GPUs
 // and enough memory per GPU (0 on either side = not declared).
-func (j *Job) Fits(m *Model) bool { return allocator.Fits(m, j.GPUs, j.MemoryGB, j.Rate[m.Name]) }
+func (j *Job) Fits(m *Model) bool {
+	return allocator.Fits(m, j.GPUs, j.MemoryGB, j.RatePerSecond[m.Name])
+}
 
 // Snapshot is everything a policy sees at the start of one round. Jobs are
 // sorted by arrival, then ID. Policies must not modify it.

@@ -24,9 +24,9 @@ func newSnap(round int, models ...any) *snap {
 
 // job adds a job; rates are model, steps/s pairs.
 func (b *snap) job(id string, gpus int, work float64, rates ...any) *snap {
-	j := Job{ID: id, Arrival: float64(len(b.s.Jobs)), GPUs: gpus, Work: work, Rate: map[string]float64{}}
+	j := Job{ID: id, ArrivalSeconds: float64(len(b.s.Jobs)), GPUs: gpus, Work: work, RatePerSecond: map[string]float64{}}
 	for k := 0; k+1 < len(rates); k += 2 {
-		j.Rate[rates[k].(string)] = rates[k+1].(float64)
+		j.RatePerSecond[rates[k].(string)] = rates[k+1].(float64)
 	}
 	b.s.Jobs = append(b.s.Jobs, j)
 	return b
@@ -44,7 +44,7 @@ func (b *snap) running(id, model string) *snap {
 func (b *snap) attained(id string, gpuSeconds float64) *snap {
 	for k := range b.s.Jobs {
 		if b.s.Jobs[k].ID == id {
-			b.s.Jobs[k].Attained = gpuSeconds
+			b.s.Jobs[k].AttainedGPUSeconds = gpuSeconds
 		}
 	}
 	return b
