@@ -27,7 +27,9 @@ type gangModel struct {
 }
 
 type paramIndex struct {
-	model  map[string]int
+	model map[string]int
+	// prior marks the models with a row in the prior table.
+	prior  map[string]bool
 	family map[famModel]int
 	gang   map[gangModel]int
 	n      int
@@ -112,7 +114,7 @@ func (e *Estimator) index() (ix paramIndex, mu, prec []float64) {
 			classes[s] = true
 		}
 	}
-	ix = paramIndex{model: map[string]int{}, family: map[famModel]int{}, gang: map[gangModel]int{}}
+	ix = paramIndex{model: map[string]int{}, prior: map[string]bool{}, family: map[famModel]int{}, gang: map[gangModel]int{}}
 	add := func(m, p float64) int {
 		mu, prec = append(mu, m), append(prec, p)
 		ix.n++
@@ -122,6 +124,7 @@ func (e *Estimator) index() (ix paramIndex, mu, prec []float64) {
 	for _, m := range models {
 		base, hasBase := e.priors.Lookup(m, "")
 		if hasBase {
+			ix.prior[m] = true
 			ix.model[m] = add(math.Log(base.Speed), 1/(base.LogSD*base.LogSD))
 		} else {
 			ix.model[m] = add(0, 1/(o.unknownModelLogSD*o.unknownModelLogSD))
@@ -252,10 +255,11 @@ func (f *fitResult) predict(j *jobState, model string) (mean, sd float64, ok boo
 }
 
 // relative is the posterior mean and sd of x·beta, the job's log speed on
-// model apart from its own factor: what ranks models for a job without data.
+// model apart from its own factor: what ranks models for a job without
+// data. It is false for a model with neither a prior row nor data.
 func (f *fitResult) relative(j Job, model string) (mean, sd float64, ok bool) {
 	x, known := f.ix.design(j, model)
-	if !known {
+	if !known || !f.ix.prior[model] && f.modelObs[model] == 0 {
 		return 0, 0, false
 	}
 	u := make([]float64, f.ix.n)
