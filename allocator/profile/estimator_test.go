@@ -53,7 +53,7 @@ func newWorld(seed uint64, jobs, models int, residSD float64) world {
 }
 
 func (w world) rate(j, m int) float64 { return math.Exp(w.a[j] + w.b[m] + w.resid[j][m]) }
-func jobID(j int) JobID              { return JobID(fmt.Sprintf("job-%03d", j)) }
+func jobID(j int) JobID               { return JobID(fmt.Sprintf("job-%03d", j)) }
 
 // TestMeasuredConvergesToTruth: repeated noisy measurements of a pair
 // converge to its true rate, whatever the estimate was before.
