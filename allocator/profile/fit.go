@@ -10,11 +10,12 @@ import (
 
 // The model, in log space, for job j (family f, gang class s) on model m:
 //
-//	log theta_jm = a_j + b_m + c_fm + g_sm + e_jm,  e_jm ~ N(0, interaction²)
+//	log theta_jm = a_j + b_m + c_fm + g_sm + h_fsm + e_jm,  e_jm ~ N(0, interaction²)
 //
 // a_j is flat; b_m ~ N(log prior speed, prior sd²) or N(0, unknown-model
 // sd²); c_fm ~ N(family prior offset, family sd²), absent for f = "";
-// g_sm ~ N(0, gang sd²) with s = floor(log2 gpus), absent for one GPU. Each
+// g_sm ~ N(0, gang sd²) with s = floor(log2 gpus), absent for one GPU;
+// h_fsm ~ N(0, gang sd²), the family's own scaling, absent when either is. Each
 // observation (a measured EMA, or a declared rate) weighs 1/(interaction² +
 // its own noise²). The fit is the posterior mode (ridge least squares);
 // the job factors are eliminated first (Schur complement), so the dense
@@ -26,13 +27,20 @@ type gangModel struct {
 	model string
 }
 
+type famGangModel struct {
+	family string
+	class  int
+	model  string
+}
+
 type paramIndex struct {
 	model map[string]int
 	// prior marks the models with a row in the prior table.
-	prior  map[string]bool
-	family map[famModel]int
-	gang   map[gangModel]int
-	n      int
+	prior   map[string]bool
+	family  map[famModel]int
+	gang    map[gangModel]int
+	famGang map[famGangModel]int
+	n       int
 }
 
 // gangClass is floor(log2 gpus): 1 GPU is class 0 (no gang factor).
@@ -52,6 +60,9 @@ func (ix *paramIndex) design(j Job, model string) ([]int, bool) {
 	}
 	if s := gangClass(j.GPUs); s > 0 {
 		if k, ok := ix.gang[gangModel{s, model}]; ok {
+			x = append(x, k)
+		}
+		if k, ok := ix.famGang[famGangModel{j.Family, s, model}]; ok && j.Family != "" {
 			x = append(x, k)
 		}
 	}
@@ -106,15 +117,33 @@ func (e *Estimator) observations(j *jobState) []observation {
 func (e *Estimator) index() (ix paramIndex, mu, prec []float64) {
 	models := sortedKeys(e.models)
 	families, classes := map[string]bool{}, map[int]bool{}
+	type famGang struct {
+		family string
+		class  int
+	}
+	famGangs := map[famGang]bool{}
 	for _, j := range e.jobs {
 		if j.Family != "" {
 			families[j.Family] = true
 		}
 		if s := gangClass(j.GPUs); s > 0 {
 			classes[s] = true
+			if j.Family != "" {
+				famGangs[famGang{j.Family, s}] = true
+			}
 		}
 	}
-	ix = paramIndex{model: map[string]int{}, prior: map[string]bool{}, family: map[famModel]int{}, gang: map[gangModel]int{}}
+	fgs := make([]famGang, 0, len(famGangs))
+	for fg := range famGangs {
+		fgs = append(fgs, fg)
+	}
+	sort.Slice(fgs, func(a, b int) bool {
+		if fgs[a].family != fgs[b].family {
+			return fgs[a].family < fgs[b].family
+		}
+		return fgs[a].class < fgs[b].class
+	})
+	ix = paramIndex{model: map[string]int{}, prior: map[string]bool{}, family: map[famModel]int{}, gang: map[gangModel]int{}, famGang: map[famGangModel]int{}}
 	add := func(m, p float64) int {
 		mu, prec = append(mu, m), append(prec, p)
 		ix.n++
@@ -143,6 +172,9 @@ func (e *Estimator) index() (ix paramIndex, mu, prec []float64) {
 		}
 		for _, s := range sortedInts(classes) {
 			ix.gang[gangModel{s, m}] = add(0, 1/(o.gangLogSD*o.gangLogSD))
+		}
+		for _, fg := range fgs {
+			ix.famGang[famGangModel{fg.family, fg.class, m}] = add(0, 1/(o.gangLogSD*o.gangLogSD))
 		}
 	}
 	return ix, mu, prec
