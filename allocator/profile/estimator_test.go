@@ -211,9 +211,10 @@ func TestMeasuredBeatsPrior(t *testing.T) {
 		src      Source
 		maxErr   float64 // of the new job's K80 estimate
 	}{
-		{"prior only", 0, SourcePrior, 2},
+		{"prior only", 0, SourcePrior, 0.7},
 		{"one job measured", 1, SourceEstimated, 0.6},
-		{"twenty jobs measured", 20, SourceEstimated, 0.05},
+		{"twenty jobs measured", 20, SourceEstimated, 0.2},
+		{"two hundred jobs measured", 200, SourceEstimated, 0.03},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEst(t, GavelPriors())

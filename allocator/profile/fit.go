@@ -85,6 +85,8 @@ type fitResult struct {
 	modelObs     map[string]int
 	measurements int
 	interVar     float64
+	familyVar    float64
+	gangVar      float64
 }
 
 type observation struct {
@@ -186,7 +188,8 @@ func (e *Estimator) solve() *fitResult {
 	ix, mu, prec := e.index()
 	n := ix.n
 	f := &fitResult{ix: ix, jobs: map[JobID]*jobFit{}, modelObs: map[string]int{},
-		interVar: e.opts.interactionLogSD * e.opts.interactionLogSD}
+		interVar:  e.opts.interactionLogSD * e.opts.interactionLogSD,
+		familyVar: e.opts.familyLogSD * e.opts.familyLogSD, gangVar: e.opts.gangLogSD * e.opts.gangLogSD}
 	if n == 0 {
 		return f
 	}
@@ -283,7 +286,21 @@ func (f *fitResult) predict(j *jobState, model string) (mean, sd float64, ok boo
 	for a, p := range jf.bIdx {
 		u[p] -= jf.bVal[a] / jf.d
 	}
-	return mean, math.Sqrt(1/jf.d + f.quad(u) + f.interVar), true
+	return mean, math.Sqrt(1/jf.d + f.quad(u) + f.interVar + f.unmodelled(j.Job)), true
+}
+
+// unmodelled is the variance of the factors a job cannot have: without a
+// family, its family-by-model (and family-by-gang) deviation is a draw
+// from their priors rather than zero.
+func (f *fitResult) unmodelled(j Job) float64 {
+	if j.Family != "" {
+		return 0
+	}
+	v := f.familyVar
+	if gangClass(j.GPUs) > 0 {
+		v += f.gangVar
+	}
+	return v
 }
 
 // relative is the posterior mean and sd of x·beta, the job's log speed on
@@ -299,7 +316,7 @@ func (f *fitResult) relative(j Job, model string) (mean, sd float64, ok bool) {
 		u[p] += 1
 		mean += f.beta[p]
 	}
-	return mean, math.Sqrt(f.quad(u)), true
+	return mean, math.Sqrt(f.quad(u) + f.unmodelled(j)), true
 }
 
 // quad is uᵀS⁻¹u.

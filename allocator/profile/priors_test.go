@@ -15,21 +15,33 @@ import (
 
 var update = flag.Bool("update", false, "rewrite data/gavel_priors.csv from testdata")
 
-// The derivation rules of the embedded prior table (data/SOURCE.md).
+// The derivation rules of the embedded prior table (data/SOURCE.md). A
+// row's log_sd is the uncertainty of the typical factor, the standard error
+// of the mean log ratio, not the spread of single jobs (the estimator's
+// interaction and family terms model that).
 const (
 	// referenceLogSD is the V100 row's sd: the reference is fixed to 1 up
 	// to a shift that the job factors absorb.
 	referenceLogSD = 0.1
-	// minDerivedLogSD floors a family row's sd (few types per family).
-	minDerivedLogSD = 0.1
+	// minModelLogSD floors a model row's sd: another cluster's GPUs,
+	// drivers and frameworks differ from Gavel's. Shockwave re-measured the
+	// same three models and its mean log rate per model differs from
+	// Gavel's by 0.16 to 0.25.
+	minModelLogSD = 0.25
+	// minFamilyLogSD floors a family row's sd (a family's offset from its
+	// model's factor; the shift between clusters is in the model's factor).
+	minFamilyLogSD = 0.1
+	// singleTypeLogSD is the sd of a family row made from one job type.
+	singleTypeLogSD = DefaultInteractionLogSD
 )
 
 var gavelModelNames = map[string]string{"v100": "V100", "p100": "P100", "k80": "K80"}
 
 // derivePriors computes the prior table from Gavel's single-GPU rows: per
 // model the geometric mean of rate/V100 rate over the job types, with the
-// sample sd of its log; per (model, family) the same within the family
-// (the model's sd when the family has one type).
+// standard error of its log; per (model, family) the same within the
+// family (singleTypeLogSD when the family has one type). V100 rows are the
+// reference: speed 1, referenceLogSD.
 func derivePriors(rows []tableRow) *Priors {
 	type acc struct{ logs []float64 }
 	byModel := map[string]*acc{}
@@ -58,25 +70,27 @@ func derivePriors(rows []tableRow) *Priors {
 	round := func(x float64) float64 { v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 4, 64), 64); return v }
 	p := &Priors{rows: map[priorKey]Prior{}}
 	p.rows[priorKey{"V100", ""}] = Prior{Model: "V100", Speed: 1, LogSD: referenceLogSD}
-	modelSD := map[string]float64{}
+	for k := range byFamily {
+		p.rows[priorKey{"V100", k.family}] = Prior{Model: "V100", Family: k.family, Speed: 1, LogSD: referenceLogSD}
+	}
 	for m, a := range byModel {
-		mean, sd := meanSD(a.logs)
-		modelSD[m] = sd
-		p.rows[priorKey{gavelModelNames[m], ""}] = Prior{Model: gavelModelNames[m], Speed: round(math.Exp(mean)), LogSD: round(sd)}
+		mean, se := meanSE(a.logs)
+		p.rows[priorKey{gavelModelNames[m], ""}] = Prior{Model: gavelModelNames[m], Speed: round(math.Exp(mean)), LogSD: round(math.Max(se, minModelLogSD))}
 	}
 	for k, a := range byFamily {
-		mean, sd := meanSD(a.logs)
+		mean, sd := meanSE(a.logs)
 		if len(a.logs) < 2 {
-			sd = modelSD[k.model]
+			sd = singleTypeLogSD
 		}
-		sd = math.Max(sd, minDerivedLogSD)
+		sd = math.Max(sd, minFamilyLogSD)
 		name := gavelModelNames[k.model]
 		p.rows[priorKey{name, k.family}] = Prior{Model: name, Family: k.family, Speed: round(math.Exp(mean)), LogSD: round(sd)}
 	}
 	return p
 }
 
-func meanSD(xs []float64) (mean, sd float64) {
+// meanSE is the mean and its standard error (sample sd / sqrt(n)).
+func meanSE(xs []float64) (mean, se float64) {
 	for _, x := range xs {
 		mean += x
 	}
@@ -84,10 +98,11 @@ func meanSD(xs []float64) (mean, sd float64) {
 	if len(xs) < 2 {
 		return mean, 0
 	}
+	ss := 0.0
 	for _, x := range xs {
-		sd += (x - mean) * (x - mean)
+		ss += (x - mean) * (x - mean)
 	}
-	return mean, math.Sqrt(sd / float64(len(xs)-1))
+	return mean, math.Sqrt(ss/float64(len(xs)-1)) / math.Sqrt(float64(len(xs)))
 }
 
 // TestGavelPriorsDerived checks that the embedded table is exactly what the
@@ -106,8 +121,8 @@ func TestGavelPriorsDerived(t *testing.T) {
 	if got := GavelPriors().Rows(); !reflect.DeepEqual(got, want.Rows()) {
 		t.Errorf("embedded data/gavel_priors.csv differs from the derivation (run go test -run TestGavelPriorsDerived -update):\ngot  %v\nwant %v", got, want.Rows())
 	}
-	if n := len(GavelPriors().Rows()); n != 3+2*7 {
-		t.Errorf("embedded table has %d rows, want 17 (3 models, 2 x 7 families)", n)
+	if n := len(GavelPriors().Rows()); n != 3+3*7 {
+		t.Errorf("embedded table has %d rows, want 24 (3 models, 3 x 7 families)", n)
 	}
 }
 
