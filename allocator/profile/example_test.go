@@ -36,7 +36,7 @@ func ExampleEstimator() {
 	// Output:
 	// learn on Tesla V100-SXM2-16GB: fastest expected model with enough free GPUs
 	//   Tesla V100-SXM2-16GB: 120.0 units/round, measured, log sd 0.10, expected 120.6
-	//   Tesla K80: 19.0 units/round, prior, log sd 0.53, expected 21.9
+	//   Tesla K80: 19.0 units/round, prior, log sd 0.87, expected 27.8
 	// after a round on the K80:
 	//   Tesla V100-SXM2-16GB: 120.0 units/round, measured, log sd 0.10, expected 120.6
 	//   Tesla K80: 21.0 units/round, measured, log sd 0.10, expected 21.1
