@@ -46,6 +46,9 @@ const (
 	DefaultMismatchRatio = 1.5
 )
 
+// MaxUnitsPerRound bounds a rate, as jobmeta.MaxThroughput does.
+const MaxUnitsPerRound = 1e12
+
 // jobPriorPrecision keeps a job factor's normal equations non-singular; it
 // is a prior of sd ~1000 in log space, that is no information.
 const jobPriorPrecision = 1e-6
@@ -227,8 +230,8 @@ func (e *Estimator) pairOf(id JobID, model string, unitsPerRound float64, what s
 	if err := checkModel(model); err != nil {
 		return nil, nil, fmt.Errorf("%s of job %q: %w", what, id, err)
 	}
-	if !(unitsPerRound > 0) || math.IsInf(unitsPerRound, 0) || unitsPerRound > MaxSpeed*MaxSpeed {
-		return nil, nil, fmt.Errorf("%s of job %q on %q: units per round = %g: want a finite number > 0", what, id, model, unitsPerRound)
+	if !(unitsPerRound > 0) || unitsPerRound > MaxUnitsPerRound {
+		return nil, nil, fmt.Errorf("%s of job %q on %q: units per round = %g: want a finite number > 0 and at most %g", what, id, model, unitsPerRound, float64(MaxUnitsPerRound))
 	}
 	p := j.pairs[model]
 	if p == nil {

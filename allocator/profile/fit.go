@@ -78,9 +78,11 @@ type jobFit struct {
 }
 
 type fitResult struct {
-	ix           paramIndex
-	beta         []float64
-	chol         mat.Cholesky
+	ix   paramIndex
+	beta []float64
+	// sinv is S⁻¹, the posterior covariance of the model-side factors,
+	// row-major n x n; queries read only the entries they need.
+	sinv         []float64
 	jobs         map[JobID]*jobFit
 	modelObs     map[string]int
 	measurements int
@@ -240,21 +242,25 @@ func (e *Estimator) solve() *fitResult {
 		jf.a = ra // finished below, once beta is known
 		f.jobs[id] = jf
 	}
-	if !f.chol.Factorize(mat.NewSymDense(n, s)) {
-		// The priors bound every eigenvalue below by min(prec) > 0, so
-		// this means the inputs overflowed; fall back to the priors.
-		for k := range s {
-			s[k] = 0
-		}
-		for k := 0; k < n; k++ {
-			s[k*n+k] = prec[k]
-			t[k] = prec[k] * mu[k]
-		}
-		f.chol.Factorize(mat.NewSymDense(n, s))
+	var chol mat.Cholesky
+	if !chol.Factorize(mat.NewSymDense(n, s)) {
+		// The priors bound S's eigenvalues below by the smallest prior
+		// precision (> 0) and the inputs are bounded logs, so this is a bug.
+		panic("profile: the normal equations are not positive definite")
 	}
 	var beta mat.VecDense
-	if err := f.chol.SolveVecTo(&beta, mat.NewVecDense(n, t)); err != nil {
-		panic("profile: solving a positive-definite system: " + err.Error())
+	if err := chol.SolveVecTo(&beta, mat.NewVecDense(n, t)); err != nil {
+		panic("profile: solving the normal equations: " + err.Error())
+	}
+	var inv mat.SymDense
+	if err := chol.InverseTo(&inv); err != nil {
+		panic("profile: inverting the normal equations: " + err.Error())
+	}
+	f.sinv = make([]float64, n*n)
+	for p := 0; p < n; p++ {
+		for q := 0; q < n; q++ {
+			f.sinv[p*n+q] = inv.At(p, q)
+		}
 	}
 	f.beta = beta.RawVector().Data
 	for _, jf := range f.jobs {
@@ -277,14 +283,14 @@ func (f *fitResult) predict(j *jobState, model string) (mean, sd float64, ok boo
 	if jf == nil || !known {
 		return 0, 0, false
 	}
-	u := make([]float64, f.ix.n)
+	u := sparse{}
 	mean = jf.a
 	for _, p := range x {
-		u[p] += 1
+		u.add(p, 1)
 		mean += f.beta[p]
 	}
 	for a, p := range jf.bIdx {
-		u[p] -= jf.bVal[a] / jf.d
+		u.add(p, -jf.bVal[a]/jf.d)
 	}
 	return mean, math.Sqrt(1/jf.d + f.quad(u) + f.interVar + f.unmodelled(j.Job)), true
 }
@@ -311,22 +317,40 @@ func (f *fitResult) relative(j Job, model string) (mean, sd float64, ok bool) {
 	if !known || !f.ix.prior[model] && f.modelObs[model] == 0 {
 		return 0, 0, false
 	}
-	u := make([]float64, f.ix.n)
+	u := sparse{}
 	for _, p := range x {
-		u[p] += 1
+		u.add(p, 1)
 		mean += f.beta[p]
 	}
 	return mean, math.Sqrt(f.quad(u) + f.unmodelled(j)), true
 }
 
-// quad is uᵀS⁻¹u.
-func (f *fitResult) quad(u []float64) float64 {
-	var z mat.VecDense
-	uv := mat.NewVecDense(len(u), u)
-	if err := f.chol.SolveVecTo(&z, uv); err != nil {
-		panic("profile: solving a positive-definite system: " + err.Error())
+// sparse is a vector over the model-side factors with few nonzeros.
+type sparse struct {
+	idx []int
+	val []float64
+}
+
+func (s *sparse) add(i int, v float64) {
+	for k, j := range s.idx {
+		if j == i {
+			s.val[k] += v
+			return
+		}
 	}
-	return math.Max(0, mat.Dot(uv, &z))
+	s.idx, s.val = append(s.idx, i), append(s.val, v)
+}
+
+// quad is uᵀS⁻¹u.
+func (f *fitResult) quad(u sparse) float64 {
+	n := f.ix.n
+	q := 0.0
+	for a, p := range u.idx {
+		for b, r := range u.idx {
+			q += u.val[a] * u.val[b] * f.sinv[p*n+r]
+		}
+	}
+	return math.Max(0, q)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -13,9 +13,9 @@ const (
 	// ReasonMostFree: no candidate model has a speed factor yet; the
 	// model with the most free GPUs.
 	ReasonMostFree = "no model has a speed factor yet: the model with the most free GPUs"
-	// ReasonWait: no candidate has enough free GPUs; the fastest expected
-	// model, where the job should wait.
-	ReasonWait = "no model has enough free GPUs: the fastest expected model, to wait for"
+	// ReasonWait: no candidate has enough free GPUs; the best of them by
+	// the same order, where the job should wait.
+	ReasonWait = "no model has enough free GPUs: the best of them by expected speed, then free GPUs, to wait for"
 )
 
 // speedTie is the log-speed difference below which two models count as
