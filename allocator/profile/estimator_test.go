@@ -437,3 +437,44 @@ func TestSourceText(t *testing.T) {
 		t.Errorf("UnmarshalText accepted %q", "guessed")
 	}
 }
+
+// TestUnitInvariance: declaring a job's work in other units (every rate of
+// the job times k) scales its estimates by k and changes nobody else's,
+// since a_j absorbs the unit.
+func TestUnitInvariance(t *testing.T) {
+	w := newWorld(21, 12, 3, 0.3)
+	build := func(k float64) *Estimator {
+		e := newEst(t, GavelPriors())
+		must(t, e.AddModels(w.models...))
+		for j := range w.a {
+			must(t, e.AddJob(Job{ID: jobID(j), Family: []string{"A", "B"}[j%2], GPUs: 1 + j%3}))
+			for m := range w.models {
+				if (j+m)%3 == 0 {
+					continue // every job misses one model
+				}
+				scale := 1.0
+				if j == 4 {
+					scale = k
+				}
+				must(t, e.Measure(jobID(j), w.models[m], scale*w.rate(j, m)))
+			}
+		}
+		return e
+	}
+	base, scaled := build(1), build(1000)
+	// The job factor's tiny prior (jobPriorPrecision, centred on 0) is the
+	// only thing that sees the unit: it moves estimates by ~1e-8.
+	const tol = 1e-6
+	for j := range w.a {
+		for _, m := range w.models {
+			a, b := base.Throughput(jobID(j), m), scaled.Throughput(jobID(j), m)
+			want := a.UnitsPerRound
+			if j == 4 {
+				want *= 1000
+			}
+			if a.Source != b.Source || math.Abs(b.UnitsPerRound-want) > tol*want || math.Abs(a.LogSD-b.LogSD) > tol {
+				t.Errorf("job %d on %s: %+v with the job in other units, want %g (from %+v)", j, m, b, want, a)
+			}
+		}
+	}
+}
