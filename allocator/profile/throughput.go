@@ -57,8 +57,9 @@ type Throughput struct {
 	// A declared value has 0: it is taken as exact.
 	LogSD  float64 `json:"log_sd"`
 	Source Source  `json:"source"`
-	// Measurements counts the measurements behind a measured value (the
-	// pair's own), or behind the whole fit for an estimate.
+	// Measurements counts the pair's own measurements for a measured or
+	// declared value, and the observed pairs (measured or declared) behind
+	// the whole fit for an estimate.
 	Measurements int `json:"measurements"`
 }
 
