@@ -17,8 +17,14 @@ const (
 	// KeyWorkUnit names the unit of KeyWork, for example "epochs" or "steps".
 	KeyWorkUnit = "fft.work_unit"
 	// KeyThroughput is theta_j per GPU model: work units per round with all
-	// the job's GPUs, as "Model A=2.1,Model B=1.2" (required).
+	// the job's GPUs, as "Model A=2.1,Model B=1.2". It is optional: a job
+	// without it has Spec.LearnThroughput set, its rates to be learned
+	// online (package allocator/profile). Present but empty is an error.
 	KeyThroughput = "fft.throughput"
+	// KeyFamily is the job's family ("ResNet-50"): jobs of one family scale
+	// alike across GPU models, which the throughput estimator uses; default
+	// "" (none).
+	KeyFamily = "fft.family"
 	// KeyStateSize is the checkpoint size in GB moved when the job changes
 	// model (the switching penalty); default 0.
 	KeyStateSize = "fft.state_size"
@@ -65,7 +71,7 @@ const (
 // so a typo (fft.troughput) is caught rather than silently ignored.
 var knownKeys = map[string]bool{
 	KeyWork: true, KeyWorkUnit: true, KeyThroughput: true,
-	KeyStateSize: true, KeyUser: true, KeyWeight: true,
+	KeyStateSize: true, KeyUser: true, KeyWeight: true, KeyFamily: true,
 }
 
 // Spec is a job's validated FFT contract.
@@ -74,8 +80,14 @@ type Spec struct {
 	Work     float64 `json:"work"`
 	WorkUnit string  `json:"work_unit"`
 	// Throughput maps GPU model name to work units per round with GPUs
-	// GPUs of that model. Every value is > 0.
+	// GPUs of that model. Every value is > 0. It is nil when the job
+	// declares none (then LearnThroughput is true).
 	Throughput map[string]float64 `json:"throughput"`
+	// LearnThroughput marks a job without fft.throughput: its rates are
+	// unknown until measured or estimated.
+	LearnThroughput bool `json:"learn_throughput,omitempty"`
+	// Family is fft.family ("" when absent).
+	Family string `json:"family,omitempty"`
 	// StateGB is the checkpoint size.
 	StateGB float64 `json:"state_gb,omitempty"`
 	User    string  `json:"user,omitempty"`
@@ -132,7 +144,7 @@ func Parse(meta map[string]string, gpus int) (*Spec, error) {
 	}
 	sort.Strings(unknown)
 	for _, k := range unknown {
-		bad(k, meta[k], "one of fft.work, fft.work_unit, fft.throughput, fft.state_size, fft.user, fft.weight (this key is unknown)")
+		bad(k, meta[k], "one of fft.work, fft.work_unit, fft.throughput, fft.state_size, fft.user, fft.weight, fft.family (this key is unknown)")
 	}
 
 	s := &Spec{WorkUnit: DefaultWorkUnit, Weight: 1, GPUs: gpus}
@@ -151,7 +163,7 @@ func Parse(meta map[string]string, gpus int) (*Spec, error) {
 		}
 	}
 	if v, ok := meta[KeyThroughput]; !ok {
-		bad(KeyThroughput, "", `per-model throughput such as "NVIDIA A100-SXM4-40GB=2.1,Tesla V100-SXM2-16GB=1.2" (the key is required)`)
+		s.LearnThroughput = true
 	} else if tp, err := parseThroughput(v); err != "" {
 		bad(KeyThroughput, v, err)
 	} else {
@@ -169,6 +181,13 @@ func Parse(meta map[string]string, gpus int) (*Spec, error) {
 			bad(KeyUser, v, fmt.Sprintf("a user or tenant name (1 to %d printable characters)", maxText))
 		} else {
 			s.User = t
+		}
+	}
+	if v, ok := meta[KeyFamily]; ok {
+		if t := strings.TrimSpace(v); t == "" || len(t) > maxText || !printable(t) {
+			bad(KeyFamily, v, fmt.Sprintf("a job family name such as \"ResNet-50\" (1 to %d printable characters), or no key", maxText))
+		} else {
+			s.Family = t
 		}
 	}
 	if v, ok := meta[KeyWeight]; ok {

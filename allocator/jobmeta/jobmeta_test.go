@@ -57,6 +57,31 @@ func TestParseValid(t *testing.T) {
 	}
 }
 
+func TestParseOptionalThroughput(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		meta   map[string]string
+		learn  bool
+		tp     map[string]float64
+		family string
+	}{
+		{"declared", meta(), false, map[string]float64{"NVIDIA A100-SXM4-40GB": 2.1, "Tesla V100-SXM2-16GB": 1.2}, ""},
+		{"absent: learned", meta(KeyThroughput, ""), true, nil, ""},
+		{"absent, with family", meta(KeyThroughput, "", KeyFamily, " ResNet-50 "), true, nil, "ResNet-50"},
+		{"declared, with family", meta(KeyFamily, "LM"), false, map[string]float64{"NVIDIA A100-SXM4-40GB": 2.1, "Tesla V100-SXM2-16GB": 1.2}, "LM"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse(tc.meta, 1)
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if got.LearnThroughput != tc.learn || !reflect.DeepEqual(got.Throughput, tc.tp) || got.Family != tc.family {
+				t.Errorf("Parse = {learn %v, throughput %v, family %q}, want {%v, %v, %q}", got.LearnThroughput, got.Throughput, got.Family, tc.learn, tc.tp, tc.family)
+			}
+		})
+	}
+}
+
 func TestParseNotManaged(t *testing.T) {
 	if _, err := Parse(map[string]string{"owner": "bob"}, 1); !errors.Is(err, ErrNotManaged) {
 		t.Errorf("Parse of a job without fft. keys: err = %v, want ErrNotManaged", err)
@@ -81,7 +106,9 @@ func TestParseErrors(t *testing.T) {
 		{"infinite work", meta(KeyWork, "+Inf"), 1, KeyWork, "+Inf", "a number"},
 		{"huge work", meta(KeyWork, "1e300"), 1, KeyWork, "1e300", "at most"},
 		{"text work", meta(KeyWork, "ten"), 1, KeyWork, "ten", "a number"},
-		{"missing throughput", meta(KeyThroughput, ""), 1, KeyThroughput, "", "required"},
+		{"empty throughput", meta(KeyThroughput, " "), 1, KeyThroughput, " ", "MODEL=UNITS_PER_ROUND"},
+		{"blank family", meta(KeyFamily, " "), 1, KeyFamily, " ", "job family name"},
+		{"control character family", meta(KeyFamily, "a\x01"), 1, KeyFamily, "a\x01", "printable"},
 		{"throughput without =", meta(KeyThroughput, "A100"), 1, KeyThroughput, "A100", "MODEL=UNITS_PER_ROUND"},
 		{"throughput zero", meta(KeyThroughput, "A100=0"), 1, KeyThroughput, "A100=0", `model "A100" has "0"`},
 		{"throughput negative", meta(KeyThroughput, "A100=2,V100=-1"), 1, KeyThroughput, "A100=2,V100=-1", `model "V100" has "-1"`},
@@ -154,9 +181,10 @@ func FuzzParse(f *testing.F) {
 	f.Add("-1", "", "A100", "x", " ", "0", 0)
 	f.Add("1e308", "steps", "=,=", "NaN", "\x00", "+Inf", 1)
 	f.Add("5", "", "a=1,a=2", "", "", "", 70000)
+	f.Add("5", "", "", "", "", "", 1)
 	f.Fuzz(func(t *testing.T, work, unit, tp, state, user, weight string, gpus int) {
-		m := map[string]string{KeyWork: work, KeyThroughput: tp}
-		for k, v := range map[string]string{KeyWorkUnit: unit, KeyStateSize: state, KeyUser: user, KeyWeight: weight} {
+		m := map[string]string{KeyWork: work}
+		for k, v := range map[string]string{KeyThroughput: tp, KeyWorkUnit: unit, KeyStateSize: state, KeyUser: user, KeyWeight: weight} {
 			if v != "" {
 				m[k] = v
 			}
@@ -173,13 +201,16 @@ func FuzzParse(f *testing.F) {
 		}
 		ok := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 		if !(spec.Work > 0 && ok(spec.Work)) || !(spec.Weight >= MinWeight && spec.Weight <= MaxWeight) || spec.StateGB < 0 || !ok(spec.StateGB) ||
-			spec.GPUs < 1 || len(spec.Throughput) == 0 {
+			spec.GPUs < 1 || (len(spec.Throughput) == 0) != spec.LearnThroughput || spec.LearnThroughput != (tp == "") {
 			t.Fatalf("accepted an invalid spec %+v from %q", spec, m)
 		}
 		for name, v := range spec.Throughput {
 			if name == "" || strings.ContainsAny(name, ",=") || !(v > 0) || !ok(v) {
 				t.Fatalf("accepted throughput %q=%v from %q", name, v, tp)
 			}
+		}
+		if spec.LearnThroughput {
+			return
 		}
 		back, bad := parseThroughput(FormatThroughput(spec.Throughput))
 		if bad != "" || !reflect.DeepEqual(back, spec.Throughput) {
