@@ -43,6 +43,7 @@ const maxTxnOps = 64
 //	<prefix>/leader                 the leader lock (see Lead); its value is the holder's id
 //	<prefix>/progress/<ns>/<job>    work units the job reports done, a plain number a training
 //	                                script writes with `consul kv put <key> 42`
+//	<prefix>/overrides/<ns>/<job>   an operator's park or pin of the job (loop.Override, JSON)
 const (
 	keyLedger   = "ledger"
 	dirJobs     = "jobs/"
@@ -261,8 +262,8 @@ func (s *Store) ReportProgress(ctx context.Context, id string, done float64) err
 	if !(done >= 0) || math.IsInf(done, 0) {
 		return fmt.Errorf("progress of %s = %g: expected work units done, a number >= 0", id, done)
 	}
-	if id == "" || strings.Count(id, "/") != 1 || strings.HasPrefix(id, "/") || strings.HasSuffix(id, "/") {
-		return fmt.Errorf("job %q: expected \"namespace/job\"", id)
+	if err := checkJobID(id); err != nil {
+		return err
 	}
 	v := strconv.FormatFloat(done, 'g', -1, 64)
 	if _, err := s.kv.Put(&api.KVPair{Key: s.ProgressKey(id), Value: []byte(v)}, (&api.WriteOptions{}).WithContext(ctx)); err != nil {

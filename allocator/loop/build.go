@@ -32,6 +32,10 @@ type problem struct {
 	weighted bool
 	// snapshot is the round as the policy sees it (policySnapshot).
 	snapshot *policy.Snapshot
+	// overrides are the operators' decisions in force, by job ID; parked
+	// holds the jobs they keep off the GPUs this round.
+	overrides map[string]Override
+	parked    []string
 }
 
 // buildProblem turns a snapshot and the ledger into the round engine's
@@ -44,8 +48,13 @@ type problem struct {
 // replaces the ledger's estimate. With weighted, each job's fairness
 // reference is its fft.weight share of the cluster (fairness.Job.Weight);
 // without, every job has weight 1, the paper's 1/|A(t)|.
-func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map[string]float64, cfg allocator.Config, weighted bool) *problem {
-	pr := &problem{records: make(map[string]JobRecord, len(snap.Jobs)), noFit: map[string]string{}, weighted: weighted}
+//
+// overrides are the operators' decisions (nil: none): a parked job is kept
+// out of the instance and of the fairness set, its rho frozen until it is
+// resumed; a pinned job may run on its pinned model only.
+func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map[string]float64, cfg allocator.Config, weighted bool,
+	overrides map[string]Override) *problem {
+	pr := &problem{records: make(map[string]JobRecord, len(snap.Jobs)), noFit: map[string]string{}, weighted: weighted, overrides: overrides}
 	capacity := make(map[string]int, len(snap.Models))
 	for _, m := range snap.Models {
 		capacity[m.Name] = m.GPUs
@@ -69,7 +78,11 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map
 			rec.Done = done
 		}
 		rec.User = j.Spec.User
-		if seen && rec.Tau > 0 && (rec.Status == StatusWaiting || rec.Status == StatusRunning) {
+		o, hasOverride := overrides[j.ID]
+		parkedNow := hasOverride && o.Action == OverridePark
+		// A job resumed after an operator's park comes back with the rho
+		// it had when parked.
+		if seen && rec.Tau > 0 && (rec.Status == StatusWaiting || rec.Status == StatusRunning || (rec.Status == StatusParked && !parkedNow)) {
 			fs.Jobs[j.ID] = rec.JobState
 		}
 		if j.Finished {
@@ -80,9 +93,25 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map
 			pr.records[j.ID] = rec
 			continue
 		}
-		tp := make(map[string]float64, len(j.Spec.Throughput))
+		if parkedNow {
+			rec.Status = StatusParked
+			pr.records[j.ID] = rec
+			pr.parked = append(pr.parked, j.ID)
+			continue
+		}
+		declared := j.Spec.Throughput
+		if hasOverride && o.Action == OverridePin {
+			var why string
+			if declared, why = pin(declared, o); why != "" {
+				rec.Status = StatusNoFit
+				pr.records[j.ID] = rec
+				pr.noFit[j.ID] = why
+				continue
+			}
+		}
+		tp := make(map[string]float64, len(declared))
 		fits := false
-		for name, theta := range j.Spec.Throughput {
+		for name, theta := range declared {
 			if y, ok := capacity[name]; ok {
 				tp[name] = theta
 				fits = fits || allocator.Fits(&allocator.Model{Name: name, GPUs: y}, j.Spec.GPUs, 0, theta)

@@ -154,6 +154,11 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 		ph.log.Warn("job rejected: bad fft. meta; left untouched", "job", inv.ID, "error", inv.Err)
 	}
 	progress := l.progress(ctx, ph.log)
+	overrides, err := l.overrides(ctx)
+	if err != nil {
+		// Without them a round could start a job an operator parked.
+		return nil, &PhaseError{Round: t, Phase: "observe", Err: err}
+	}
 
 	// 2. Build: settle the previous round's credit (cut to the time that
 	// passed if this round is early), reconcile the ledger with the jobs
@@ -162,7 +167,7 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	clock := prev.Clock - (1 - kept)
 	var pr *problem
 	_ = ph.run(2, "build", func() error {
-		pr = buildProblem(fairRound(clock), snap, settle(prev.Jobs, kept), progress, l.opts.cfg, l.opts.weighted)
+		pr = buildProblem(fairRound(clock), snap, settle(prev.Jobs, kept), progress, l.opts.cfg, l.opts.weighted, overrides)
 		pr.snapshot = pr.policySnapshot(clock, l.opts.cfg.RoundSeconds)
 		return nil
 	})
@@ -261,6 +266,19 @@ func (l *Loop) progress(ctx context.Context, log hclog.Logger) map[string]float6
 		log.Warn("reading progress reports failed; using estimates", "error", err)
 	}
 	return p
+}
+
+// overrides reads the operators' decisions, when the store keeps them.
+func (l *Loop) overrides(ctx context.Context) (map[string]Override, error) {
+	or, ok := l.store.(OverrideReader)
+	if !ok {
+		return nil, nil
+	}
+	o, err := or.Overrides(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the operators' overrides: %w", err)
+	}
+	return o, nil
 }
 
 // decide asks the policy for the round's decision. A policy that is a
@@ -380,13 +398,26 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 			RhoBefore: before[jd.ID], RhoAfter: fs.Rho(jd.ID), Chosen: jd.Chosen,
 		}
 		line.setReason(jd.Reason)
+		if o, ok := pr.overrides[jd.ID]; ok {
+			line.Override = o.String()
+		}
 		if options {
 			line.Options = jd.Options
 		}
 		rec.Jobs = append(rec.Jobs, line)
 	}
 	for id, why := range pr.noFit {
-		rec.Jobs = append(rec.Jobs, JobAudit{ID: id, User: next.Jobs[id].User, ReasonCode: allocator.ReasonNoFit.Code, Reason: why, Action: plan.ActionOf(id)})
+		line := JobAudit{ID: id, User: next.Jobs[id].User, ReasonCode: allocator.ReasonNoFit.Code, Reason: why, Action: plan.ActionOf(id)}
+		if o, ok := pr.overrides[id]; ok {
+			line.Override = o.String()
+		}
+		rec.Jobs = append(rec.Jobs, line)
+	}
+	for _, id := range pr.parked {
+		o := pr.overrides[id]
+		r := next.Jobs[id]
+		rec.Jobs = append(rec.Jobs, JobAudit{ID: id, User: r.User, ReasonCode: CodeParkedByOperator, Reason: "parked by an operator: " + o.String(),
+			Action: plan.ActionOf(id), RhoBefore: r.Rho, RhoAfter: r.Rho, Override: o.String()})
 	}
 	rec.TenantWeights = pr.weighted
 	sort.Slice(rec.Jobs, func(a, b int) bool { return rec.Jobs[a].ID < rec.Jobs[b].ID })

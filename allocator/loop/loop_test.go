@@ -206,7 +206,7 @@ func TestNoFitReasons(t *testing.T) {
 			NewJob("ok").TP(a100, 1).TP("H100", 2).Obj(),
 		},
 	}
-	pr := buildProblem(0, snap, nil, nil, allocator.DefaultConfig(), false)
+	pr := buildProblem(0, snap, nil, nil, allocator.DefaultConfig(), false, nil)
 	want := map[string]string{
 		"default/unknown": `fft.throughput = "H100=3" names no GPU model of the cluster; the cluster has NVIDIA A100-SXM4-40GB (2 GPUs)`,
 		"default/big":     `device "nvidia/gpu" count = 8: more GPUs than any model named in fft.throughput has; the cluster has NVIDIA A100-SXM4-40GB (2 GPUs)`,
@@ -239,7 +239,7 @@ func TestRunningFlag(t *testing.T) {
 		NewJob("parked").TP(a100, 1).Running(a100).Obj(),
 		NewJob("no-last").TP(a100, 1).Running(a100).Obj(),
 	}}
-	pr := buildProblem(3, snap, prev, nil, allocator.DefaultConfig(), false)
+	pr := buildProblem(3, snap, prev, nil, allocator.DefaultConfig(), false, nil)
 	got := map[string]bool{}
 	for _, j := range pr.instance.Jobs {
 		got[strings.TrimPrefix(j.ID, "default/")] = j.Running
@@ -260,7 +260,7 @@ func TestFinishedAndFailedLeaveTheLedger(t *testing.T) {
 		"default/done":   {JobState: fairness.JobState{Work: 10, Tau: 5, Rho: 1}, Status: StatusRunning},
 		"default/failed": {JobState: fairness.JobState{Work: 10, Tau: 5, Rho: 2}, Status: StatusRunning},
 	}
-	pr := buildProblem(3, &Snapshot{Models: []allocator.Model{{Name: a100, GPUs: 1}}, Jobs: []Job{done, failed}}, prev, nil, allocator.DefaultConfig(), false)
+	pr := buildProblem(3, &Snapshot{Models: []allocator.Model{{Name: a100, GPUs: 1}}, Jobs: []Job{done, failed}}, prev, nil, allocator.DefaultConfig(), false, nil)
 	if pr.records["default/done"].Status != StatusFinished || pr.records["default/failed"].Status != StatusFailed {
 		t.Errorf("records %+v: want finished and failed", pr.records)
 	}
@@ -353,5 +353,96 @@ func TestTenantWeights(t *testing.T) {
 				t.Errorf("stored record of b has user %q, want bob", u)
 			}
 		})
+	}
+}
+
+// An operator's park holds across rounds and freezes the job's rho; resume brings it back
+// with that rho; a pin lets the job run on its model only.
+func TestOverrides(t *testing.T) {
+	fc := &Harness{Models: []allocator.Model{{Name: a100, GPUs: 2}, {Name: v100, GPUs: 2}}, Jobs: map[string]*Job{
+		"default/a": Ptr(NewJob("a").GPUs(2).Work(100).TP(a100, 4).TP(v100, 1).Obj()),
+		"default/b": Ptr(NewJob("b").GPUs(2).Work(100).TP(a100, 2).TP(v100, 2).Obj()),
+		"default/c": Ptr(NewJob("c").GPUs(2).Work(100).TP(a100, 1).TP(v100, 1).Obj()),
+	}}
+	st := NewMemStore(true)
+	s := New(fc, fc, st)
+	ctx := context.Background()
+	round := func() *RoundRecord {
+		t.Helper()
+		rec, err := s.RunRound(ctx, TriggerManual, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	line := func(rec *RoundRecord, id string) JobAudit {
+		for _, l := range rec.Jobs {
+			if l.ID == id {
+				return l
+			}
+		}
+		t.Fatalf("round %d has no line for %s", rec.Round, id)
+		return JobAudit{}
+	}
+	r0 := round()
+	if r0.Assignment["default/a"] != a100 {
+		t.Fatalf("round 0: %v, want a on the A100", r0.Assignment)
+	}
+	// Park a: it is stopped, stays off across rounds, and its rho does not move.
+	if err := st.SetOverride(ctx, "default/a", Override{Action: OverridePark, By: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	r1 := round()
+	l := line(r1, "default/a")
+	if _, runs := r1.Assignment["default/a"]; runs || l.Action != ActionPark || l.ReasonCode != CodeParkedByOperator || l.Override != "park by ops" {
+		t.Fatalf("round 1: a %+v, assignment %v; want parked by the operator", l, r1.Assignment)
+	}
+	rho := st.Stored().Jobs["default/a"].Rho
+	for i := 0; i < 3; i++ {
+		rec := round()
+		if _, runs := rec.Assignment["default/a"]; runs || line(rec, "default/a").Action != ActionKeep {
+			t.Fatalf("round %d: parked a runs or is touched: %+v", rec.Round, line(rec, "default/a"))
+		}
+	}
+	if got := st.Stored().Jobs["default/a"]; got.Rho != rho || got.Status != StatusParked {
+		t.Errorf("parked a: rho %g status %q, want %g frozen and %q", got.Rho, got.Status, rho, StatusParked)
+	}
+	// Resume: a is back in the round with the rho it had.
+	if err := st.LiftOverride(ctx, "default/a"); err != nil {
+		t.Fatal(err)
+	}
+	r := round()
+	if got := line(r, "default/a"); got.RhoBefore != rho || got.ReasonCode == CodeParkedByOperator {
+		t.Errorf("resumed a: %+v, want rho before %g", got, rho)
+	}
+	// Pin b to the V100: wherever the policy runs it, it is there.
+	if err := st.SetOverride(ctx, "default/b", Override{Action: OverridePin, Model: v100}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		rec := round()
+		if m, runs := rec.Assignment["default/b"]; runs && m != v100 {
+			t.Fatalf("round %d: pinned b runs on %s", rec.Round, m)
+		}
+		if l := line(rec, "default/b"); l.Override != "pin on "+v100 {
+			t.Errorf("round %d: b's line has override %q", rec.Round, l.Override)
+		}
+		for _, o := range line(rec, "default/b").Options {
+			if o.Model != v100 {
+				t.Errorf("round %d: pinned b priced on %s", rec.Round, o.Model)
+			}
+		}
+	}
+	// A pin to a model the job declares nothing on holds it, saying why.
+	if err := st.SetOverride(ctx, "default/c", Override{Action: OverridePin, Model: "H100"}); err != nil {
+		t.Fatal(err)
+	}
+	if l := line(round(), "default/c"); l.ReasonCode != allocator.CodeNoFit || !strings.Contains(l.Reason, "pinned to H100") {
+		t.Errorf("c pinned to an unknown model: %+v", l)
+	}
+	for _, bad := range []Override{{Action: "stop"}, {Action: OverridePin}, {Action: OverridePark, Model: v100}} {
+		if err := st.SetOverride(ctx, "default/c", bad); err == nil {
+			t.Errorf("override %+v accepted", bad)
+		}
 	}
 }

@@ -16,6 +16,7 @@ type MemStore struct {
 	records []*RoundRecord
 	keep    bool
 	reports map[string]float64
+	over    map[string]Override
 	// Err, when set, fails every Record and ReportProgress (a store that is down).
 	Err error
 }
@@ -24,12 +25,14 @@ var (
 	_ Store            = (*MemStore)(nil)
 	_ ProgressReader   = (*MemStore)(nil)
 	_ ProgressReporter = (*MemStore)(nil)
+	_ OverrideReader   = (*MemStore)(nil)
+	_ OverrideWriter   = (*MemStore)(nil)
 )
 
 // NewMemStore returns an empty store; with keepRecords it keeps every round
 // record (Records), else only the ledger.
 func NewMemStore(keepRecords bool) *MemStore {
-	return &MemStore{keep: keepRecords, reports: map[string]float64{}}
+	return &MemStore{keep: keepRecords, reports: map[string]float64{}, over: map[string]Override{}}
 }
 
 // Load returns a copy of the stored ledger.
@@ -102,4 +105,30 @@ func (m *MemStore) Progress(context.Context) (map[string]float64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return maps.Clone(m.reports), nil
+}
+
+// Overrides returns the overrides in force.
+func (m *MemStore) Overrides(context.Context) (map[string]Override, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.over), nil
+}
+
+// SetOverride puts an override in force for job id.
+func (m *MemStore) SetOverride(_ context.Context, id string, o Override) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.over[id] = o
+	return nil
+}
+
+// LiftOverride lifts job id's override.
+func (m *MemStore) LiftOverride(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.over, id)
+	return nil
 }

@@ -173,6 +173,9 @@ type JobAudit struct {
 	Weight float64 `json:"weight,omitempty"`
 	// GPUs is the job's gang size d_j (0 for a job held as no-fit).
 	GPUs int `json:"gpus,omitempty"`
+	// Override is the operator's decision in force for the job, if any
+	// (Override.String: "pin on MODEL by NAME").
+	Override string `json:"override,omitempty"`
 }
 
 // setReason fills the line's reason from the engine's.

@@ -118,13 +118,17 @@ type explanation struct {
 	Start string `json:"start"`
 	// Invalid is the contract error when the round rejected the job's meta;
 	// the fields below are then empty.
-	Invalid   string      `json:"invalid,omitempty"`
-	Action    loop.Action `json:"action,omitempty"`
-	Model     string      `json:"model,omitempty"`
-	Reason    string      `json:"reason,omitempty"`
-	GPUs      int         `json:"gpus,omitempty"`
-	RhoBefore float64     `json:"rho_before"`
-	RhoAfter  float64     `json:"rho_after"`
+	Invalid string      `json:"invalid,omitempty"`
+	Action  loop.Action `json:"action,omitempty"`
+	Model   string      `json:"model,omitempty"`
+	Reason  string      `json:"reason,omitempty"`
+	// ReasonCode is the stable code of Reason; Override the operator's
+	// park or pin in force (fftctl park, pin).
+	ReasonCode allocator.ReasonCode `json:"reason_code,omitempty"`
+	Override   string               `json:"override,omitempty"`
+	GPUs       int                  `json:"gpus,omitempty"`
+	RhoBefore  float64              `json:"rho_before"`
+	RhoAfter   float64              `json:"rho_after"`
 	// Options are the cost terms on every model the job may use, cheapest
 	// first.
 	Options []allocator.Terms `json:"options"`
@@ -140,6 +144,7 @@ func explainJob(rec *loop.RoundRecord, id string) explanation {
 	}
 	if ja := jobLine(rec, id); ja != nil {
 		e.Action, e.Model, e.Reason, e.GPUs = ja.Action, ja.Model, ja.Reason, ja.GPUs
+		e.ReasonCode, e.Override = ja.ReasonCode, ja.Override
 		e.RhoBefore, e.RhoAfter = ja.RhoBefore, ja.RhoAfter
 		e.Options = append(e.Options, ja.Options...)
 		sort.SliceStable(e.Options, func(a, b int) bool { return e.Options[a].Cost < e.Options[b].Cost })
@@ -165,6 +170,9 @@ func formatExplain(e explanation) string {
 		fmt.Fprintf(&b, "Decision   = runs on %s (%s)\n", e.Model, e.Action)
 	default:
 		fmt.Fprintf(&b, "Decision   = not scheduled (%s): %s\n", e.Action, orDash(e.Reason))
+	}
+	if e.Override != "" {
+		fmt.Fprintf(&b, "Override   = %s (fftctl resume lifts it)\n", e.Override)
 	}
 	fmt.Fprintf(&b, "GPUs       = %s\n", countOrDash(e.GPUs))
 	fmt.Fprintf(&b, "Rho        = %.4g before the round, %.4g after\n", e.RhoBefore, e.RhoAfter)
