@@ -20,6 +20,17 @@ import (
 // job that runs slower than declared is not parked as "no work left".
 const maxEstimatedDone = 0.99
 
+// inputs are what a round's build takes besides the snapshot and the
+// ledger: the jobs' reports, the operators' overrides and the loop's
+// options.
+type inputs struct {
+	progress  map[string]float64
+	overrides map[string]Override
+	cfg       allocator.Config
+	weighted  bool
+	shares    *TenantShares
+}
+
 // problem is a round's input as the engine takes it, plus the bookkeeping
 // the record phase needs.
 type problem struct {
@@ -36,6 +47,10 @@ type problem struct {
 	// holds the jobs they keep off the GPUs this round.
 	overrides map[string]Override
 	parked    []string
+	// tenants are the tenants' shares this round (with TenantShares), and
+	// tenantOf each active job's tenant.
+	tenants  []TenantAudit
+	tenantOf map[string]string
 }
 
 // buildProblem turns a snapshot and the ledger into the round engine's
@@ -52,9 +67,13 @@ type problem struct {
 // overrides are the operators' decisions (nil: none): a parked job is kept
 // out of the instance and of the fairness set, its rho frozen until it is
 // resumed; a pinned job may run on its pinned model only.
-func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map[string]float64, cfg allocator.Config, weighted bool,
-	overrides map[string]Override) *problem {
+//
+// With shares, each tenant's jobs split the tenant's share of the fairness
+// reference (tenantWeights).
+func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *problem {
+	progress, overrides, cfg, weighted := in.progress, in.overrides, in.cfg, in.weighted
 	pr := &problem{records: make(map[string]JobRecord, len(snap.Jobs)), noFit: map[string]string{}, weighted: weighted, overrides: overrides}
+	tenants := map[string]string{}
 	capacity := make(map[string]int, len(snap.Models))
 	for _, m := range snap.Models {
 		capacity[m.Name] = m.GPUs
@@ -131,6 +150,9 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map
 		if weighted {
 			fj.Weight = j.Spec.Weight
 		}
+		if in.shares != nil {
+			tenants[j.ID] = in.shares.tenantOf(j)
+		}
 		active = append(active, fj)
 		last := rec.LastModel
 		if last != "" && !known[last] {
@@ -147,6 +169,9 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map
 			// now stops it (priced with Config.PricePreemption).
 			Running: last != "" && rec.Status == StatusRunning && len(j.Allocs) > 0,
 		})
+	}
+	if in.shares != nil {
+		pr.tenants, pr.tenantOf = in.shares.weigh(active, tenants), tenants
 	}
 	for _, id := range fs.Reconcile(active, capacity) {
 		rec := pr.records[id]

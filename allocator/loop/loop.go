@@ -34,6 +34,7 @@ type options struct {
 	log      hclog.Logger
 	now      func() time.Time
 	weighted bool
+	shares   *TenantShares
 	record   Recording
 }
 
@@ -72,6 +73,11 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // share w_j / sum_k w_k of every model instead of the paper's 1/|A(t)|
 // (default: off, the paper; with every weight 1 both are the same).
 func WithTenantWeights(on bool) Option { return func(o *options) { o.weighted = on } }
+
+// WithTenantShares makes the fairness reference go to tenants first, by
+// the operator's shares, each tenant's share split among its jobs (default:
+// none, every job its own share, the paper's).
+func WithTenantShares(s *TenantShares) Option { return func(o *options) { o.shares = s } }
 
 // WithRecording sets how much each round record keeps (default RecordFull).
 func WithRecording(r Recording) Option { return func(o *options) { o.record = r } }
@@ -167,7 +173,8 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	clock := prev.Clock - (1 - kept)
 	var pr *problem
 	_ = ph.run(2, "build", func() error {
-		pr = buildProblem(fairRound(clock), snap, settle(prev.Jobs, kept), progress, l.opts.cfg, l.opts.weighted, overrides)
+		pr = buildProblem(fairRound(clock), snap, settle(prev.Jobs, kept),
+			inputs{progress: progress, overrides: overrides, cfg: l.opts.cfg, weighted: l.opts.weighted, shares: l.opts.shares})
 		pr.snapshot = pr.policySnapshot(clock, l.opts.cfg.RoundSeconds)
 		return nil
 	})
@@ -398,6 +405,7 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 			RhoBefore: before[jd.ID], RhoAfter: fs.Rho(jd.ID), Chosen: jd.Chosen,
 		}
 		line.setReason(jd.Reason)
+		line.Tenant = pr.tenantOf[jd.ID]
 		if o, ok := pr.overrides[jd.ID]; ok {
 			line.Override = o.String()
 		}
@@ -420,6 +428,7 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 			Action: plan.ActionOf(id), RhoBefore: r.Rho, RhoAfter: r.Rho, Override: o.String()})
 	}
 	rec.TenantWeights = pr.weighted
+	rec.Tenants = pr.tenants
 	sort.Slice(rec.Jobs, func(a, b int) bool { return rec.Jobs[a].ID < rec.Jobs[b].ID })
 	return achieved
 }

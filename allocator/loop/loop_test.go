@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/fairness"
@@ -206,7 +209,7 @@ func TestNoFitReasons(t *testing.T) {
 			NewJob("ok").TP(a100, 1).TP("H100", 2).Obj(),
 		},
 	}
-	pr := buildProblem(0, snap, nil, nil, allocator.DefaultConfig(), false, nil)
+	pr := buildProblem(0, snap, nil, inputs{cfg: allocator.DefaultConfig()})
 	want := map[string]string{
 		"default/unknown": `fft.throughput = "H100=3" names no GPU model of the cluster; the cluster has NVIDIA A100-SXM4-40GB (2 GPUs)`,
 		"default/big":     `device "nvidia/gpu" count = 8: more GPUs than any model named in fft.throughput has; the cluster has NVIDIA A100-SXM4-40GB (2 GPUs)`,
@@ -239,7 +242,7 @@ func TestRunningFlag(t *testing.T) {
 		NewJob("parked").TP(a100, 1).Running(a100).Obj(),
 		NewJob("no-last").TP(a100, 1).Running(a100).Obj(),
 	}}
-	pr := buildProblem(3, snap, prev, nil, allocator.DefaultConfig(), false, nil)
+	pr := buildProblem(3, snap, prev, inputs{cfg: allocator.DefaultConfig()})
 	got := map[string]bool{}
 	for _, j := range pr.instance.Jobs {
 		got[strings.TrimPrefix(j.ID, "default/")] = j.Running
@@ -260,7 +263,7 @@ func TestFinishedAndFailedLeaveTheLedger(t *testing.T) {
 		"default/done":   {JobState: fairness.JobState{Work: 10, Tau: 5, Rho: 1}, Status: StatusRunning},
 		"default/failed": {JobState: fairness.JobState{Work: 10, Tau: 5, Rho: 2}, Status: StatusRunning},
 	}
-	pr := buildProblem(3, &Snapshot{Models: []allocator.Model{{Name: a100, GPUs: 1}}, Jobs: []Job{done, failed}}, prev, nil, allocator.DefaultConfig(), false, nil)
+	pr := buildProblem(3, &Snapshot{Models: []allocator.Model{{Name: a100, GPUs: 1}}, Jobs: []Job{done, failed}}, prev, inputs{cfg: allocator.DefaultConfig()})
 	if pr.records["default/done"].Status != StatusFinished || pr.records["default/failed"].Status != StatusFailed {
 		t.Errorf("records %+v: want finished and failed", pr.records)
 	}
@@ -444,5 +447,49 @@ func TestOverrides(t *testing.T) {
 		if err := st.SetOverride(ctx, "default/c", bad); err == nil {
 			t.Errorf("override %+v accepted", bad)
 		}
+	}
+}
+
+// Tenant shares: with every share equal and one job per tenant the ledger is exactly the
+// paper's; a tenant's ten jobs split one share, so a lone job of another tenant is owed half
+// the cluster.
+func TestTenantShares(t *testing.T) {
+	ledger := func(shares *TenantShares, users ...string) map[string]JobRecord {
+		t.Helper()
+		fc := &Harness{Models: []allocator.Model{{Name: a100, GPUs: 1}}, Jobs: map[string]*Job{}}
+		for k, u := range users {
+			fc.Set(NewJob(fmt.Sprintf("j%02d", k)).Work(12).TP(a100, 1).Tenant(u, 1).Obj())
+		}
+		st := NewMemStore(false)
+		s := New(fc, fc, st, WithTenantShares(shares))
+		for r := 0; r < 3; r++ {
+			if _, err := s.RunRound(context.Background(), TriggerManual, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return st.Stored().Jobs
+	}
+	equal := &TenantShares{By: TenantByUser}
+	if d := cmp.Diff(ledger(nil, "a", "b", "c"), ledger(equal, "a", "b", "c")); d != "" {
+		t.Errorf("equal shares, one job per tenant: ledger differs from the paper's (-paper,+shares):\n%s", d)
+	}
+	ten := append([]string{"solo"}, strings.Split(strings.Repeat("crowd ", 10), " ")[:10]...)
+	paper, shared := ledger(nil, ten...), ledger(equal, ten...)
+	// Paper: 11 jobs, each 1/11 of the A100 (tau 132). Shares: solo 1/2 (tau 24), each crowd
+	// job 1/20 (tau 240).
+	if got := paper["default/j00"].Tau; got != 132 {
+		t.Errorf("paper tau of the lone job %g, want 132", got)
+	}
+	if got, want := shared["default/j00"].Tau, 24.0; math.Abs(got-want) > 1e-9 {
+		t.Errorf("shared tau of the lone job %g, want %g", got, want)
+	}
+	if got, want := shared["default/j01"].Tau, 240.0; math.Abs(got-want) > 1e-9 {
+		t.Errorf("shared tau of a crowd job %g, want %g", got, want)
+	}
+	if err := (&TenantShares{By: "team"}).Validate(); err == nil {
+		t.Error("tenants by team accepted")
+	}
+	if err := (&TenantShares{By: TenantByUser, Shares: map[string]float64{"a": -1}}).Validate(); err == nil {
+		t.Error("a negative share accepted")
 	}
 }

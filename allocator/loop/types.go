@@ -173,6 +173,8 @@ type JobAudit struct {
 	Weight float64 `json:"weight,omitempty"`
 	// GPUs is the job's gang size d_j (0 for a job held as no-fit).
 	GPUs int `json:"gpus,omitempty"`
+	// Tenant is the job's tenant when tenant shares are on.
+	Tenant string `json:"tenant,omitempty"`
 	// Override is the operator's decision in force for the job, if any
 	// (Override.String: "pin on MODEL by NAME").
 	Override string `json:"override,omitempty"`
@@ -224,6 +226,8 @@ type RoundRecord struct {
 	TenantWeights bool `json:"tenant_weights,omitempty"`
 	// Usage is the GPUs assigned per model name.
 	Usage map[string]int `json:"usage,omitempty"`
+	// Tenants are the tenants' shares of the round (with tenant shares on).
+	Tenants []TenantAudit `json:"tenants,omitempty"`
 }
 
 // Store keeps the ledger and the audit log (Consul KV, for the live service).

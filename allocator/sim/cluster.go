@@ -37,6 +37,7 @@ type Cluster struct {
 	// finished are jobs that completed in the last round: observed once as
 	// finished, then gone, as Nomad's garbage collection would.
 	finished []*simJob
+	tenantOf func(JobSpec) string
 }
 
 // simJob is one job in the cluster.
@@ -58,7 +59,7 @@ var (
 )
 
 func newCluster(cfg Config, roundSeconds float64, lg *Log) *Cluster {
-	c := &Cluster{roundS: roundSeconds, restart: cfg.RestartSeconds, lg: lg, byID: map[string]*simJob{}}
+	c := &Cluster{roundS: roundSeconds, restart: cfg.RestartSeconds, lg: lg, byID: map[string]*simJob{}, tenantOf: cfg.TenantOf}
 	for _, m := range cfg.Cluster {
 		c.models = append(c.models, allocator.Model{Name: m.Name, GPUs: m.GPUs, MemoryGB: m.MemoryGB})
 	}
@@ -79,6 +80,9 @@ func (c *Cluster) admit(idx int, spec *JobSpec) {
 		ID: spec.ID, Namespace: Namespace, Name: spec.ID, Gated: true,
 		Spec: &jobmeta.Spec{Work: spec.Work, WorkUnit: "steps", Throughput: tp, Weight: 1, GPUs: spec.GPUs},
 	}}
+	if c.tenantOf != nil {
+		j.job.Spec.User = c.tenantOf(*spec)
+	}
 	c.active = append(c.active, j)
 	c.byID[j.job.ID] = j
 }

@@ -32,6 +32,11 @@ type Config struct {
 	// time are the run's. An FFT policy takes its objective from its own
 	// configuration and the cluster's facts from this one.
 	Engine *allocator.Config
+	// TenantOf names each job's tenant (its fft.user in the loop); nil
+	// leaves jobs without one. TenantShares are the operator's shares
+	// between tenants (nil: none, the paper's per-job reference).
+	TenantOf     func(JobSpec) string
+	TenantShares *loop.TenantShares
 	// KeepRecords keeps every round's full record (every job's cost terms)
 	// in Log.Records, as the live audit log has them; off, rounds are
 	// recorded lean, which keeps long simulations fast.
@@ -143,7 +148,7 @@ func Run(ctx context.Context, pol policy.Policy, src Source, cfg Config) (*Log, 
 	if cfg.KeepRecords {
 		rec = loop.RecordFull
 	}
-	rounds := loop.New(c, c, store, loop.WithPolicy(pol), loop.WithConfig(ecfg), loop.WithRecording(rec),
+	rounds := loop.New(c, c, store, loop.WithPolicy(pol), loop.WithConfig(ecfg), loop.WithRecording(rec), loop.WithTenantShares(cfg.TenantShares),
 		loop.WithClock(func() time.Time { return Epoch.Add(time.Duration(c.now * float64(time.Second))) }))
 	adm := &admission{src: src, c: c, lg: lg, cfg: cfg}
 	progEvery := cfg.ProgressEvery

@@ -10,21 +10,23 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsimple"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
 )
 
 // fileConfig is the -config file (HCL, or JSON when the name ends in .json).
 // Every setting is optional; see README.md for an example.
 type fileConfig struct {
-	Nomad     *connBlock   `hcl:"nomad,block"`
-	Consul    *consulBlock `hcl:"consul,block"`
-	Round     *string      `hcl:"round,optional"`
-	HTTPAddr  *string      `hcl:"http_addr,optional"`
-	LogLevel  *string      `hcl:"log_level,optional"`
-	LogJSON   *bool        `hcl:"log_json,optional"`
-	ID        *string      `hcl:"id,optional"`
-	LeaderTTL *string      `hcl:"leader_ttl,optional"`
-	Engine    *engineBlock `hcl:"engine,block"`
+	Nomad     *connBlock    `hcl:"nomad,block"`
+	Consul    *consulBlock  `hcl:"consul,block"`
+	Round     *string       `hcl:"round,optional"`
+	HTTPAddr  *string       `hcl:"http_addr,optional"`
+	LogLevel  *string       `hcl:"log_level,optional"`
+	LogJSON   *bool         `hcl:"log_json,optional"`
+	ID        *string       `hcl:"id,optional"`
+	LeaderTTL *string       `hcl:"leader_ttl,optional"`
+	Engine    *engineBlock  `hcl:"engine,block"`
+	Tenants   *tenantsBlock `hcl:"tenants,block"`
 
 	// -min-round-gap and -node-pool.
 	MinRoundGap *string `hcl:"min_round_gap,optional"`
@@ -58,6 +60,25 @@ type engineBlock struct {
 	PricePreemption *bool         `hcl:"price_preemption,optional"`
 	NodeLimit       *int          `hcl:"node_limit,optional"`
 	TenantWeights   *bool         `hcl:"tenant_weights,optional"`
+}
+
+// tenantsBlock is the operator's shares between tenants (loop.TenantShares).
+type tenantsBlock struct {
+	By           string             `hcl:"by"`
+	DefaultShare *float64           `hcl:"default_share,optional"`
+	Shares       map[string]float64 `hcl:"shares,optional"`
+}
+
+// tenantShares reads the tenants block.
+func tenantShares(path string, b *tenantsBlock) (*loop.TenantShares, error) {
+	ts := &loop.TenantShares{By: loop.TenantBy(b.By), Shares: b.Shares}
+	if b.DefaultShare != nil {
+		ts.Default = *b.DefaultShare
+	}
+	if err := ts.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return ts, nil
 }
 
 type weightsBlock struct {
@@ -135,6 +156,13 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 	}
 	if err := dur("min-round-gap", "min_round_gap", &f.minRoundGap, fc.MinRoundGap); err != nil {
 		return eng, err
+	}
+	if fc.Tenants != nil {
+		ts, err := tenantShares(path, fc.Tenants)
+		if err != nil {
+			return eng, err
+		}
+		f.tenants = ts
 	}
 	if e := fc.Engine; e != nil {
 		num := func(key string, dst *float64, v *float64, positive bool) error {

@@ -65,6 +65,9 @@ type flags struct {
 	tenantWeights bool
 	// policy names the registry's policy that decides the rounds.
 	policy string
+	// tenants are the operator's shares between tenants (-config's tenants
+	// block; nil: none, every job its own share).
+	tenants *loop.TenantShares
 }
 
 func parse(args []string, stderr io.Writer) (*flags, error) {
@@ -160,7 +163,7 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	rounds := loop.New(na, na, store, loop.WithConfig(cfg), loop.WithPolicy(pol), loop.WithLogger(log),
-		loop.WithTenantWeights(f.tenantWeights))
+		loop.WithTenantWeights(f.tenantWeights), loop.WithTenantShares(f.tenants))
 	svc := live.New(rounds, live.WithLogger(log), live.WithEarlyRounds(f.minRoundGap))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

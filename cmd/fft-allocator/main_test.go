@@ -77,6 +77,10 @@ engine {
   price_preemption = true
   tenant_weights   = true
 }
+tenants {
+  by     = "namespace"
+  shares = { ml = 2 }
+}
 `)
 	var out bytes.Buffer
 	f, err := parse([]string{"-config", good, "-nomad-token", "from-flag"}, &out)
@@ -92,6 +96,9 @@ engine {
 	if e.Weights.Fairness != 2 || e.Weights.JCT != 1 || e.Volume != "remaining" || e.TransferGbps != 25 || e.RestartSeconds != 30 || !e.PricePreemption || !f.tenantWeights {
 		t.Errorf("engine config %+v, tenant weights %v", e, f.tenantWeights)
 	}
+	if ts := f.tenants; ts == nil || ts.By != "namespace" || ts.Shares["ml"] != 2 {
+		t.Errorf("tenant shares %+v", ts)
+	}
 	for _, tc := range []struct{ body, want string }{
 		{`round = "soon"`, `round = "soon": expected a duration`},
 		{`min_round_gap = "often"`, `min_round_gap = "often": expected a duration`},
@@ -103,6 +110,8 @@ engine {
 		// Type errors point at the line and column of the value.
 		{"nomad {\n tls_skip_verify = \"maybe\"\n}", `bad.hcl:2,21-26: Unsuitable value type; Unsuitable value: a bool is required`},
 		{"engine {\n tenant_weights = 2\n}", `bad.hcl:2,19-20: Unsuitable value type`},
+		{"tenants {\n by = \"team\"\n}", `tenants by = "team": expected "user" or "namespace"`},
+		{"tenants {\n by = \"user\"\n shares = { a = 0 }\n}", `tenants share "a" = 0: expected a finite number > 0`},
 		{"engine {\n price_preemption = \"yes\"\n}", `bad.hcl:2,22-25: Unsuitable value type; Unsuitable value: a bool is required`},
 	} {
 		p := write("bad.hcl", tc.body)

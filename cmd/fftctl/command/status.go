@@ -72,6 +72,17 @@ type statusView struct {
 	Models  []modelUsage   `json:"models"`
 	Jobs    []jobStatus    `json:"jobs"`
 	Invalid []loop.Invalid `json:"invalid"`
+	// Tenants are the last round's tenant shares (with a tenants block).
+	Tenants []tenantStatus `json:"tenants,omitempty"`
+}
+
+// tenantStatus is one tenant's share and use in the last round.
+type tenantStatus struct {
+	loop.TenantAudit
+	// Used is the GPUs the tenant's jobs hold after the round; Rho the sum
+	// of its active jobs' rho.
+	Used int     `json:"used"`
+	Rho  float64 `json:"rho"`
 }
 
 type roundHeader struct {
@@ -125,7 +136,7 @@ func readStatus(ctx context.Context, s *consulstore.Store) (statusView, error) {
 // statusOrder sorts jobs by state: what runs, what waits, what cannot run,
 // then what is over.
 var statusOrder = map[string]int{
-	loop.StatusRunning: 0, loop.StatusWaiting: 1, loop.StatusNoFit: 2, loop.StatusFinished: 3, loop.StatusFailed: 4,
+	loop.StatusRunning: 0, loop.StatusWaiting: 1, loop.StatusParked: 2, loop.StatusNoFit: 3, loop.StatusFinished: 4, loop.StatusFailed: 5,
 }
 
 // buildStatus joins the ledger with the last round record (nil before any
@@ -142,6 +153,7 @@ func buildStatus(l *loop.Ledger, last *loop.RoundRecord, leader string) statusVi
 			lines[ja.ID] = ja
 		}
 		v.Invalid = append(v.Invalid, last.Invalid...)
+		v.Tenants = tenantUse(last, l)
 	}
 	for id, r := range l.Jobs {
 		js := jobStatus{ID: id, Status: r.Status, Rho: r.Rho, Done: r.Done, Work: r.Work,
@@ -192,6 +204,16 @@ func formatStatus(v statusView) string {
 	}
 	b.WriteString(table(rows, "no FFT-managed jobs"))
 
+	if len(v.Tenants) > 0 {
+		b.WriteString("\nTenants (the operator's shares of the fairness reference)\n")
+		rows = [][]string{{"Tenant", "Share", "Fraction", "Jobs", "GPUs", "Rho"}}
+		for _, t := range v.Tenants {
+			rows = append(rows, []string{t.Tenant, fmt.Sprintf("%g", t.Share), fmt.Sprintf("%.3f", t.Fraction), fmt.Sprint(t.Jobs),
+				fmt.Sprint(t.Used), fmt.Sprintf("%.3f", t.Rho)})
+		}
+		b.WriteString(table(rows, ""))
+	}
+
 	if len(v.Invalid) > 0 {
 		b.WriteString("\nInvalid Jobs (bad fft. meta; left untouched)\n")
 		rows = [][]string{{"ID", "Error"}}
@@ -201,6 +223,27 @@ func formatStatus(v statusView) string {
 		b.WriteString(table(rows, ""))
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// tenantUse adds each tenant's GPUs and rho to the round's tenant lines.
+func tenantUse(last *loop.RoundRecord, l *loop.Ledger) []tenantStatus {
+	out := make([]tenantStatus, 0, len(last.Tenants))
+	idx := map[string]int{}
+	for _, t := range last.Tenants {
+		idx[t.Tenant] = len(out)
+		out = append(out, tenantStatus{TenantAudit: t})
+	}
+	for _, ja := range last.Jobs {
+		k, ok := idx[ja.Tenant]
+		if !ok {
+			continue
+		}
+		if ja.Model != "" {
+			out[k].Used += ja.GPUs
+		}
+		out[k].Rho += l.Jobs[ja.ID].Rho
+	}
+	return out
 }
 
 // table renders rows (the first is the header) with aligned columns, or

@@ -219,3 +219,24 @@ func secondColumn(row string) int {
 	}
 	return k + len(row[k:]) - len(strings.TrimLeft(row[k:], " "))
 }
+
+// With tenant shares, status lists each tenant's share, its GPUs and its jobs' rho.
+func TestBuildStatusTenants(t *testing.T) {
+	last := newRound(2).Model(a100, 4).Run("ml/a", a100, 2, 0.1).Run("ml/b", a100, 2, 0).Wait("cv/c", 2, 0.5, 0.9).Obj()
+	tenants := map[string]string{"ml/a": "ml", "ml/b": "ml", "cv/c": "cv"}
+	for k := range last.Jobs {
+		last.Jobs[k].Tenant = tenants[last.Jobs[k].ID]
+	}
+	last.Tenants = []loop.TenantAudit{{Tenant: "cv", Share: 1, Fraction: 0.5, Jobs: 1}, {Tenant: "ml", Share: 1, Fraction: 0.5, Jobs: 2}}
+	l := ledgerOf(3, map[string]loop.JobRecord{
+		"ml/a": rec(loop.StatusRunning, 0.1, 1, 10, a100), "ml/b": rec(loop.StatusRunning, 0, 1, 10, a100), "cv/c": rec(loop.StatusWaiting, 0.9, 0, 10, ""),
+	})
+	v := buildStatus(l, last, "")
+	want := []tenantStatus{{TenantAudit: last.Tenants[0], Used: 0, Rho: 0.9}, {TenantAudit: last.Tenants[1], Used: 4, Rho: 0.1}}
+	if d := cmp.Diff(want, v.Tenants); d != "" {
+		t.Errorf("tenants (-want,+got):\n%s", d)
+	}
+	if out := formatStatus(v); !strings.Contains(out, "Tenants (the operator's shares") || !strings.Contains(out, "0.900") {
+		t.Errorf("status text has no tenant table:\n%s", out)
+	}
+}
