@@ -40,7 +40,7 @@ func TestSimulatorMatchesLiveRounds(t *testing.T) {
 		{"wide", 2, 500, 2, 2},    // as fast on both: the V100 goes to it, mover is parked
 	}
 	st := startStack(t, []testenv.FakeGPUClient{
-		{Name: "v100", Model: modelV100, Count: 2},
+		{Name: "v100", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
 		{Name: "a100", Model: modelA100, Count: 2},
 	})
 	want := simulate(t, st.root, jobs, rounds, roundSeconds)
