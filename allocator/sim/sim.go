@@ -10,11 +10,12 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/workload"
 )
 
 // Config describes one simulated run.
 type Config struct {
-	Cluster []ClusterModel
+	Cluster []allocator.Model
 	// RoundSeconds overrides the policy's own round length (policy.Rounder);
 	// 0 uses the policy's, else DefaultRoundSeconds.
 	RoundSeconds float64
@@ -83,8 +84,9 @@ type Event struct {
 	Reason string    `json:"reason,omitempty"`
 }
 
-// RoundRecord is one round's totals.
-type RoundRecord struct {
+// RoundStats is one round's totals: what the simulated cluster measured,
+// not the loop's record of the decision (loop.RoundRecord, in Log.Records).
+type RoundStats struct {
 	Round  int     `json:"round"`
 	Start  float64 `json:"start"`
 	Active int     `json:"active"`
@@ -97,13 +99,13 @@ type RoundRecord struct {
 
 // Log is everything a run produced; metrics are computed from it alone.
 type Log struct {
-	Policy       string         `json:"policy"`
-	Cluster      []ClusterModel `json:"cluster"`
-	RoundSeconds float64        `json:"round_seconds"`
-	Window       Window         `json:"window"`
-	Jobs         []JobSpec      `json:"jobs"`
-	Events       []Event        `json:"events"`
-	Rounds       []RoundRecord  `json:"rounds"`
+	Policy       string             `json:"policy"`
+	Cluster      []allocator.Model  `json:"cluster"`
+	RoundSeconds float64            `json:"round_seconds"`
+	Window       Window             `json:"window"`
+	Jobs         []workload.JobSpec `json:"jobs"`
+	Events       []Event            `json:"events"`
+	Rounds       []RoundStats       `json:"rounds"`
 	// Stopped is why the run ended early ("" when it completed).
 	Stopped string        `json:"stopped,omitempty"`
 	Wall    time.Duration `json:"wall_ns"`
@@ -119,7 +121,7 @@ type Log struct {
 // deterministic for a deterministic policy and source. It returns an error
 // when a round fails, the policy's failure or breach of the round's rules
 // (policy.Check) included.
-func Run(ctx context.Context, pol policy.Policy, src Source, cfg Config) (*Log, error) {
+func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config) (*Log, error) {
 	start := time.Now()
 	R := roundSeconds(pol, cfg)
 	if len(cfg.Cluster) == 0 {
@@ -166,7 +168,7 @@ func Run(ctx context.Context, pol policy.Policy, src Source, cfg Config) (*Log, 
 		if err != nil {
 			return nil, fmt.Errorf("sim: policy %q, round %d: %w", pol.Name(), round, err)
 		}
-		rs := RoundRecord{Round: round, Start: c.now, Active: len(c.active), CapacityGPUSeconds: float64(c.capacity()) * R,
+		rs := RoundStats{Round: round, Start: c.now, Active: len(c.active), CapacityGPUSeconds: float64(c.capacity()) * R,
 			Solve: time.Duration(rr.SolveSeconds * float64(time.Second))}
 		rs.BusyGPUSeconds = c.run()
 		lg.Rounds = append(lg.Rounds, rs)
@@ -213,11 +215,11 @@ func (s *store) Progress(ctx context.Context) (map[string]float64, error) {
 // admission moves the workload's jobs into the cluster as they arrive and
 // counts the measured ones that ended.
 type admission struct {
-	src     Source
+	src     workload.Source
 	c       *Cluster
 	lg      *Log
 	cfg     Config
-	pending *JobSpec
+	pending *workload.JobSpec
 	srcDone bool
 	// finished counts jobs done; measuredDone the measured ones that
 	// finished or were rejected.
