@@ -148,23 +148,33 @@ func rateBlocks(rows []tableRow) [][]tableRow {
 	return out
 }
 
-// writeTable prints the main metrics, one block per rate, in under 100
-// columns; each block's first policy is the ratio columns' denominator.
-// Policies with unfinished or rejected jobs get a note, as the table
-// leaves those columns out.
+// writeTable prints the main metrics, one block per rate, in at most 100
+// columns for policy names of up to 16 characters; each block's first
+// policy is the ratio columns' denominator. Policies with unfinished or
+// rejected jobs get a note, as the table leaves those columns out.
 func writeTable(w io.Writer, rows []tableRow) {
 	for b, block := range rateBlocks(rows) {
 		if b > 0 {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintln(w, blockTitle(block))
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "policy\tJCT h\tp99 h\tFTF\tFTF max\tunfair\tstarve h\tpreempt\tswitch\tJCT/1st\tFTF/1st\t")
+		// Names left-aligned, numbers right-aligned: tabwriter aligns every
+		// column alike, so the names are padded here, and the two spaces
+		// between columns are in the cells (its padding would indent the
+		// names too).
+		width := len("policy")
+		for k := range block {
+			width = max(width, len(block[k].Policy))
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 0, ' ', tabwriter.AlignRight)
+		line := func(cells ...string) {
+			fmt.Fprintf(tw, "%-*s\t  %s\t\n", width, cells[0], strings.Join(cells[1:], "\t  "))
+		}
+		line("policy", "JCT h", "p99 h", "FTF", "FTF max", "unfair", "starve h", "preempt", "switch", "JCT/1st", "FTF/1st")
 		first := &block[0]
 		for k := range block {
 			r := &block[k]
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Policy,
-				r.hours(jctMean), r.hours(jctP99), num(r.mean(ftfMean)), num(r.mean(ftfMax)), num(r.mean(ftfUnfair)),
+			line(r.Policy, r.hours(jctMean), r.hours(jctP99), num(r.mean(ftfMean)), num(r.mean(ftfMax)), num(r.mean(ftfUnfair)),
 				r.hours(starveMean), num(r.mean(perJob(preemptions))), num(r.mean(perJob(switches))),
 				r.ratio(first, jctMean), r.ratio(first, ftfMean))
 		}
@@ -247,8 +257,8 @@ func writeWideTable(w io.Writer, rows []tableRow) {
 	tw.Flush()
 }
 
-// num prints a table value with 3 significant decimals below 10, one
-// below 1000 and none above; "-" for a value that does not exist.
+// num prints a table value with three decimals below 10, one below 1000
+// and none above; "-" for a value that does not exist.
 func num(v float64) string {
 	switch {
 	case math.IsNaN(v):

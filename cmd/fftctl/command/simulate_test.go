@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nomad-fft/nomad-fft/allocator/policy"
 	"github.com/nomad-fft/nomad-fft/allocator/sim/metrics"
 )
 
@@ -98,5 +99,30 @@ func TestSimulateUsage(t *testing.T) {
 		if code != tc.code || !strings.Contains(out+errb, tc.want) {
 			t.Errorf("%s: exit %d, want %d with %q; output:\n%s%s", tc.name, code, tc.code, tc.want, out, errb)
 		}
+	}
+}
+
+// -list prints every policy with its description, and (default) on the
+// allocator's only.
+func TestSimulateList(t *testing.T) {
+	code, out, errb := simulate("-list")
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, errb)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != len(policy.Names()) {
+		t.Fatalf("%d lines for %d policies:\n%s", len(lines), len(policy.Names()), out)
+	}
+	for k, name := range policy.Names() {
+		want := name
+		if name == policy.DefaultName {
+			want += " (default)"
+		}
+		if got := lines[k]; !strings.HasPrefix(got, want+"  ") || !strings.HasSuffix(got, policy.Describe(name)) {
+			t.Errorf("line %d = %q, want %q then its description", k, got, want)
+		}
+	}
+	if n := strings.Count(out, "(default)"); n != 1 {
+		t.Errorf("(default) %d times, want once", n)
 	}
 }
