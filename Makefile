@@ -90,7 +90,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzReadInstance -fuzztime 30s ./allocator/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./allocator/jobmeta/
 	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime 30s ./driver/device/
-	$(GO) test -run '^$$' -fuzz FuzzParseTrace -fuzztime 30s ./allocator/sim/
+	$(GO) test -run '^$$' -fuzz FuzzParseTrace -fuzztime 30s ./allocator/workload/
 
 clean:
 	rm -rf $(BIN)

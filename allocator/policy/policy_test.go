@@ -269,3 +269,19 @@ func TestFFTSticky(t *testing.T) {
 		t.Error("the paper's fft prices preemption")
 	}
 }
+
+// TestEveryPolicyDescribed: every registered policy has a one-line
+// description and every description a policy, so `fftctl simulate -list`
+// describes them all.
+func TestEveryPolicyDescribed(t *testing.T) {
+	for _, n := range Names() {
+		if d := Describe(n); d == "" || len(d) > 80 {
+			t.Errorf("policy %q: description %q: want 1 to 80 characters (add it to Descriptions)", n, d)
+		}
+	}
+	for n := range Descriptions {
+		if _, ok := Builtin[n]; !ok {
+			t.Errorf("description of %q, which is not in Builtin", n)
+		}
+	}
+}

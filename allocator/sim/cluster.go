@@ -9,6 +9,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/workload"
 )
 
 // Namespace is the Nomad namespace the simulated jobs live in. A job's
@@ -37,13 +38,13 @@ type Cluster struct {
 	// finished are jobs that completed in the last round: observed once as
 	// finished, then gone, as Nomad's garbage collection would.
 	finished []*simJob
-	tenantOf func(JobSpec) string
+	tenantOf func(workload.JobSpec) string
 }
 
 // simJob is one job in the cluster.
 type simJob struct {
 	idx  int
-	spec *JobSpec
+	spec *workload.JobSpec
 	job  loop.Job
 	done float64
 	// running is the model the job holds GPUs on now ("" if none), last
@@ -60,16 +61,14 @@ var (
 
 func newCluster(cfg Config, roundSeconds float64, lg *Log) *Cluster {
 	c := &Cluster{roundS: roundSeconds, restart: cfg.RestartSeconds, lg: lg, byID: map[string]*simJob{}, tenantOf: cfg.TenantOf}
-	for _, m := range cfg.Cluster {
-		c.models = append(c.models, allocator.Model{Name: m.Name, GPUs: m.GPUs, MemoryGB: m.MemoryGB})
-	}
+	c.models = append(c.models, cfg.Cluster...)
 	sort.Slice(c.models, func(a, b int) bool { return c.models[a].Name < c.models[b].Name })
 	return c
 }
 
 // admit adds a job of the workload, held, as a submitted job waits for a
 // round to select it. Its throughputs are per round of the loop's length.
-func (c *Cluster) admit(idx int, spec *JobSpec) {
+func (c *Cluster) admit(idx int, spec *workload.JobSpec) {
 	tp := make(map[string]float64, len(spec.Rate))
 	for m, r := range spec.Rate {
 		if r > 0 {
@@ -88,7 +87,7 @@ func (c *Cluster) admit(idx int, spec *JobSpec) {
 }
 
 // fits reports whether any model of the cluster can run the job.
-func (c *Cluster) fits(spec *JobSpec) bool {
+func (c *Cluster) fits(spec *workload.JobSpec) bool {
 	for i := range c.models {
 		if allocator.Fits(&c.models[i], spec.GPUs, 0, spec.Rate[c.models[i].Name]) {
 			return true

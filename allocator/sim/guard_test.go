@@ -1,14 +1,18 @@
-package sim
+package sim_test
 
 import (
 	"context"
 	"testing"
 
+	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/sim"
+	"github.com/nomad-fft/nomad-fft/allocator/sim/metrics"
+	"github.com/nomad-fft/nomad-fft/allocator/workload"
 )
 
 // guardCluster is the headline's 12 V100 + 12 P100 + 12 K80.
-var guardCluster = []ClusterModel{{Name: "v100", GPUs: 12}, {Name: "p100", GPUs: 12}, {Name: "k80", GPUs: 12}}
+var guardCluster = []allocator.Model{{Name: "v100", GPUs: 12}, {Name: "p100", GPUs: 12}, {Name: "k80", GPUs: 12}}
 
 // TestPublishedOrdering guards the ordering HEADLINE.md publishes, on a workload small enough
 // for every `make test`: 200 jobs of Gavel's multi-GPU generator at 0.6 jobs/hour, seeds 0
@@ -31,11 +35,11 @@ func TestPublishedOrdering(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lg, err := Run(context.Background(), p, NewGenerator(GenConfig{Rate: 0.6, Seed: seed, MultiGPU: true, Jobs: 200}), Config{Cluster: guardCluster})
+			lg, err := sim.Run(context.Background(), p, workload.NewGenerator(workload.GenConfig{Rate: 0.6, Seed: seed, MultiGPU: true, Jobs: 200}), sim.Config{Cluster: guardCluster})
 			if err != nil {
 				t.Fatalf("%s seed %d: %v", name, seed, err)
 			}
-			_, s := Analyse(lg, nil)
+			_, s := metrics.Analyse(lg, nil)
 			if s.Unfinished != 0 {
 				t.Fatalf("%s seed %d: %d jobs unfinished", name, seed, s.Unfinished)
 			}

@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/live"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/sim"
+	"github.com/nomad-fft/nomad-fft/allocator/workload"
 )
 
 // The simulator is an adapter of the allocator's own loop, not a copy of it: on random
@@ -30,7 +32,7 @@ func TestSimulatorIsTheServiceLoop(t *testing.T) {
 		w := randomWorkload(rng)
 		t.Run(fmt.Sprintf("%s/%d", name, i), func(t *testing.T) {
 			simPol, _ := policy.New(name, policy.Options{Seed: 1})
-			lg, err := Run(context.Background(), simPol, &SliceSource{Jobs: w.jobs}, Config{Cluster: w.cluster, RoundSeconds: w.roundS,
+			lg, err := sim.Run(context.Background(), simPol, &workload.SliceSource{Jobs: w.jobs}, sim.Config{Cluster: w.cluster, RoundSeconds: w.roundS,
 				RestartSeconds: w.restart, KeepRecords: true, MaxRounds: 400})
 			if err != nil {
 				t.Fatal(err)
@@ -49,22 +51,22 @@ func TestSimulatorIsTheServiceLoop(t *testing.T) {
 	}
 }
 
-// workload is a small random cluster and job list.
-type workload struct {
-	cluster         []ClusterModel
-	jobs            []JobSpec
+// simCase is a small random cluster and job list.
+type simCase struct {
+	cluster         []allocator.Model
+	jobs            []workload.JobSpec
 	roundS, restart float64
 }
 
-func randomWorkload(rng *rand.Rand) workload {
-	w := workload{roundS: 100, restart: []float64{0, 30, 60}[rng.IntN(3)]}
+func randomWorkload(rng *rand.Rand) simCase {
+	w := simCase{roundS: 100, restart: []float64{0, 30, 60}[rng.IntN(3)]}
 	models := []string{"a", "b", "c"}[:2+rng.IntN(2)]
 	for _, m := range models {
-		w.cluster = append(w.cluster, ClusterModel{Name: m, GPUs: 1 + rng.IntN(4)})
+		w.cluster = append(w.cluster, allocator.Model{Name: m, GPUs: 1 + rng.IntN(4)})
 	}
 	n := 3 + rng.IntN(8)
 	for k := 0; k < n; k++ {
-		j := JobSpec{ID: fmt.Sprintf("j%02d", k), Arrival: math.Floor(rng.Float64() * 500), GPUs: []int{1, 1, 2, 4}[rng.IntN(4)],
+		j := workload.JobSpec{ID: fmt.Sprintf("j%02d", k), Arrival: math.Floor(rng.Float64() * 500), GPUs: []int{1, 1, 2, 4}[rng.IntN(4)],
 			Work: float64(50 + rng.IntN(400)), Rate: map[string]float64{}}
 		for _, m := range models {
 			if rng.IntN(4) > 0 {
@@ -73,7 +75,7 @@ func randomWorkload(rng *rand.Rand) workload {
 		}
 		w.jobs = append(w.jobs, j)
 	}
-	slices.SortStableFunc(w.jobs, func(a, b JobSpec) int { return int(a.Arrival - b.Arrival) })
+	slices.SortStableFunc(w.jobs, func(a, b workload.JobSpec) int { return int(a.Arrival - b.Arrival) })
 	return w
 }
 
@@ -81,7 +83,7 @@ func randomWorkload(rng *rand.Rand) workload {
 // clients and the training tasks: it admits arrivals as held jobs, reports each job's true
 // progress, runs the jobs the plan placed for a round (restarts charged) and reports
 // finished allocations once.
-func runHarness(t *testing.T, pol policy.Policy, w workload, rounds int) []*loop.RoundRecord {
+func runHarness(t *testing.T, pol policy.Policy, w simCase, rounds int) []*loop.RoundRecord {
 	t.Helper()
 	capacity := map[string]bool{}
 	var models []allocator.Model
@@ -94,10 +96,10 @@ func runHarness(t *testing.T, pol policy.Policy, w workload, rounds int) []*loop
 	now := 0.0
 	cfg := allocator.DefaultConfig()
 	cfg.RoundSeconds, cfg.RestartSeconds = w.roundS, w.restart
-	clock := func() time.Time { return Epoch.Add(time.Duration(now * float64(time.Second))) }
+	clock := func() time.Time { return sim.Epoch.Add(time.Duration(now * float64(time.Second))) }
 	svc := live.New(loop.New(h, h, store, loop.WithPolicy(pol), loop.WithConfig(cfg), loop.WithClock(clock)), live.WithClock(clock))
 	type task struct {
-		spec        JobSpec
+		spec        workload.JobSpec
 		done        float64
 		last        string
 		pendRestart bool
@@ -118,7 +120,7 @@ func runHarness(t *testing.T, pol policy.Policy, w workload, rounds int) []*loop
 			if !fits {
 				continue // the simulator rejects it at admission
 			}
-			h.Set(loop.Job{ID: spec.ID, Namespace: Namespace, Name: spec.ID, Gated: true,
+			h.Set(loop.Job{ID: spec.ID, Namespace: sim.Namespace, Name: spec.ID, Gated: true,
 				Spec: &jobmeta.Spec{Work: spec.Work, WorkUnit: "steps", Throughput: tp, Weight: 1, GPUs: spec.GPUs}})
 			tasks[spec.ID] = &task{spec: spec}
 		}

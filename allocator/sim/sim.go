@@ -10,11 +10,12 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/workload"
 )
 
 // Config describes one simulated run.
 type Config struct {
-	Cluster []ClusterModel
+	Cluster []allocator.Model
 	// RoundSeconds overrides the policy's own round length (policy.Rounder);
 	// 0 uses the policy's, else DefaultRoundSeconds.
 	RoundSeconds float64
@@ -35,7 +36,7 @@ type Config struct {
 	// TenantOf names each job's tenant (its fft.user in the loop); nil
 	// leaves jobs without one. TenantShares are the operator's shares
 	// between tenants (nil: none, the paper's per-job reference).
-	TenantOf     func(JobSpec) string
+	TenantOf     func(workload.JobSpec) string
 	TenantShares *loop.TenantShares
 	// KeepRecords keeps every round's full record (every job's cost terms)
 	// in Log.Records, as the live audit log has them; off, rounds are
@@ -88,8 +89,9 @@ type Event struct {
 	Reason string    `json:"reason,omitempty"`
 }
 
-// RoundRecord is one round's totals.
-type RoundRecord struct {
+// RoundStats is one round's totals: what the simulated cluster measured,
+// not the loop's record of the decision (loop.RoundRecord, in Log.Records).
+type RoundStats struct {
 	Round  int     `json:"round"`
 	Start  float64 `json:"start"`
 	Active int     `json:"active"`
@@ -102,13 +104,13 @@ type RoundRecord struct {
 
 // Log is everything a run produced; metrics are computed from it alone.
 type Log struct {
-	Policy       string         `json:"policy"`
-	Cluster      []ClusterModel `json:"cluster"`
-	RoundSeconds float64        `json:"round_seconds"`
-	Window       Window         `json:"window"`
-	Jobs         []JobSpec      `json:"jobs"`
-	Events       []Event        `json:"events"`
-	Rounds       []RoundRecord  `json:"rounds"`
+	Policy       string             `json:"policy"`
+	Cluster      []allocator.Model  `json:"cluster"`
+	RoundSeconds float64            `json:"round_seconds"`
+	Window       Window             `json:"window"`
+	Jobs         []workload.JobSpec `json:"jobs"`
+	Events       []Event            `json:"events"`
+	Rounds       []RoundStats       `json:"rounds"`
 	// Stopped is why the run ended early ("" when it completed).
 	Stopped string        `json:"stopped,omitempty"`
 	Wall    time.Duration `json:"wall_ns"`
@@ -124,7 +126,7 @@ type Log struct {
 // deterministic for a deterministic policy and source. It returns an error
 // when a round fails, the policy's failure or breach of the round's rules
 // (policy.Check) included.
-func Run(ctx context.Context, pol policy.Policy, src Source, cfg Config) (*Log, error) {
+func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config) (*Log, error) {
 	start := time.Now()
 	R := roundSeconds(pol, cfg)
 	if len(cfg.Cluster) == 0 {
@@ -171,7 +173,7 @@ func Run(ctx context.Context, pol policy.Policy, src Source, cfg Config) (*Log, 
 		if err != nil {
 			return nil, fmt.Errorf("sim: policy %q, round %d: %w", pol.Name(), round, err)
 		}
-		rs := RoundRecord{Round: round, Start: c.now, Active: len(c.active), CapacityGPUSeconds: float64(c.capacity()) * R,
+		rs := RoundStats{Round: round, Start: c.now, Active: len(c.active), CapacityGPUSeconds: float64(c.capacity()) * R,
 			Solve: time.Duration(rr.SolveSeconds * float64(time.Second))}
 		rs.BusyGPUSeconds = c.run()
 		lg.Rounds = append(lg.Rounds, rs)
@@ -218,11 +220,11 @@ func (s *store) Progress(ctx context.Context) (map[string]float64, error) {
 // admission moves the workload's jobs into the cluster as they arrive and
 // counts the measured ones that ended.
 type admission struct {
-	src     Source
+	src     workload.Source
 	c       *Cluster
 	lg      *Log
 	cfg     Config
-	pending *JobSpec
+	pending *workload.JobSpec
 	srcDone bool
 	// finished counts jobs done; measuredDone the measured ones that
 	// finished or were rejected.

@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/sim"
+	"github.com/nomad-fft/nomad-fft/allocator/sim/metrics"
+	"github.com/nomad-fft/nomad-fft/allocator/workload"
 )
 
 // One tenant submits ten times the jobs of another. Without tenant shares every job is owed
@@ -20,7 +23,7 @@ func TestTenantSharesInSimulation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 2 simulations")
 	}
-	tenant := func(j JobSpec) string {
+	tenant := func(j workload.JobSpec) string {
 		if j.Index%11 == 0 {
 			return "solo"
 		}
@@ -29,8 +32,8 @@ func TestTenantSharesInSimulation(t *testing.T) {
 	type result struct{ gpuFrac, ftf map[string]float64 }
 	run := func(shares *loop.TenantShares) result {
 		p, _ := policy.New(policy.FFTName, policy.Options{})
-		lg, err := Run(context.Background(), p, NewGenerator(GenConfig{Rate: 1.5, Seed: 3, MultiGPU: true, Jobs: 220}),
-			Config{Cluster: guardCluster, TenantOf: tenant, TenantShares: shares, KeepRecords: true})
+		lg, err := sim.Run(context.Background(), p, workload.NewGenerator(workload.GenConfig{Rate: 1.5, Seed: 3, MultiGPU: true, Jobs: 220}),
+			sim.Config{Cluster: guardCluster, TenantOf: tenant, TenantShares: shares, KeepRecords: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +51,7 @@ func TestTenantSharesInSimulation(t *testing.T) {
 		for k, v := range gpu {
 			res.gpuFrac[k] = v / total
 		}
-		jobs, _ := Analyse(lg, nil)
+		jobs, _ := metrics.Analyse(lg, nil)
 		n := map[string]int{}
 		for _, j := range jobs {
 			tn := tenant(lg.Jobs[j.Index])

@@ -1,10 +1,13 @@
-package sim
+package metrics
 
 import (
 	"math"
 	"sort"
 	"time"
 
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/sim"
+	"github.com/nomad-fft/nomad-fft/allocator/workload"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
@@ -88,7 +91,7 @@ type Summary struct {
 // Analyse computes per-job results and the summary from a log. ref, if not
 // nil, is a run of the same workload under Gavel's isolated policy, for
 // FTFGavel.
-func Analyse(lg *Log, ref *Log) ([]JobResult, Summary) {
+func Analyse(lg *sim.Log, ref *sim.Log) ([]JobResult, Summary) {
 	n := len(lg.Jobs)
 	res := make([]JobResult, n)
 	windowed := lg.Window.Hi > lg.Window.Lo
@@ -108,12 +111,12 @@ func Analyse(lg *Log, ref *Log) ([]JobResult, Summary) {
 	for _, e := range lg.Events {
 		r := &res[e.Job]
 		switch e.Kind {
-		case EvArrive:
+		case sim.EvArrive:
 			changes = append(changes, change{e.Time, +1})
-		case EvReject:
+		case sim.EvReject:
 			r.Rejected = true
 			changes = append(changes, change{e.Time, -1})
-		case EvRun, EvMigrate:
+		case sim.EvRun, sim.EvMigrate:
 			if math.IsNaN(r.FirstRun) {
 				r.FirstRun = e.Time
 				r.Starvation = e.Time - r.Arrival
@@ -122,9 +125,9 @@ func Analyse(lg *Log, ref *Log) ([]JobResult, Summary) {
 				r.Switches++
 			}
 			last[e.Job] = e.Model
-		case EvPreempt:
+		case sim.EvPreempt:
 			r.Preemptions++
-		case EvFinish:
+		case sim.EvFinish:
 			r.Finished, r.Finish = true, e.Time
 			r.JCT = e.Time - r.Arrival
 			changes = append(changes, change{e.Time, -1})
@@ -231,14 +234,14 @@ func Analyse(lg *Log, ref *Log) ([]JobResult, Summary) {
 }
 
 // analyseJCT returns each job's JCT (NaN when unfinished) by index.
-func analyseJCT(lg *Log) ([]float64, int) {
+func analyseJCT(lg *sim.Log) ([]float64, int) {
 	out := make([]float64, len(lg.Jobs))
 	for k := range out {
 		out[k] = math.NaN()
 	}
 	done := 0
 	for _, e := range lg.Events {
-		if e.Kind == EvFinish {
+		if e.Kind == sim.EvFinish {
 			out[e.Job] = e.Time - lg.Jobs[e.Job].Arrival
 			done++
 		}
@@ -250,7 +253,7 @@ func analyseJCT(lg *Log) ([]float64, int) {
 // model (fft.md's rule, fractional n allowed), in seconds; +Inf if it fits
 // nothing. It is fairness.IsolatedRounds with per-second rates, so the
 // simulator and the live service share one definition.
-func IsolatedTime(j *JobSpec, cluster []ClusterModel, n float64) float64 {
+func IsolatedTime(j *workload.JobSpec, cluster []allocator.Model, n float64) float64 {
 	capacity := make(map[string]int, len(cluster))
 	for _, m := range cluster {
 		capacity[m.Name] = m.GPUs

@@ -1,4 +1,4 @@
-package sim
+package workload
 
 import (
 	"bytes"
@@ -61,7 +61,7 @@ func GavelThroughputs() *Throughputs {
 	gavelOnce.Do(func() {
 		t, err := ParseThroughputs(bytes.NewReader(gavelCSV))
 		if err != nil {
-			panic("sim: embedded throughput table: " + err.Error())
+			panic("workload: embedded throughput table: " + err.Error())
 		}
 		gavelTable = t
 	})

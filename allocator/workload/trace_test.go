@@ -1,4 +1,4 @@
-package sim
+package workload
 
 import (
 	"bytes"
@@ -9,9 +9,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
 )
 
-var gavelCluster = []ClusterModel{{Name: "v100", GPUs: 36}, {Name: "p100", GPUs: 36}, {Name: "k80", GPUs: 36}}
+var gavelCluster = []allocator.Model{{Name: "v100", GPUs: 36}, {Name: "p100", GPUs: 36}, {Name: "k80", GPUs: 36}}
 
 func TestParseTraceFiles(t *testing.T) {
 	for _, tc := range []struct {
@@ -53,7 +55,7 @@ func TestParseTraceFiles(t *testing.T) {
 // in skip mode is counted instead.
 func TestParseTraceRejects(t *testing.T) {
 	const good = "ResNet-18 (batch size 128)\tcmd\tdir\t--num_steps\t1\t1000\t1\t1\t-1\t0\n"
-	small := []ClusterModel{{Name: "v100", GPUs: 4}, {Name: "k80", GPUs: 2}}
+	small := []allocator.Model{{Name: "v100", GPUs: 4}, {Name: "k80", GPUs: 2}}
 	for _, tc := range []struct {
 		name, in, field string
 		line            int
@@ -138,7 +140,7 @@ func TestSharedTraces(t *testing.T) {
 	if len(files) == 0 {
 		t.Skip("shared data folder not present")
 	}
-	big := []ClusterModel{{Name: "v100", GPUs: 300}, {Name: "p100", GPUs: 300}, {Name: "k80", GPUs: 300}}
+	big := []allocator.Model{{Name: "v100", GPUs: 300}, {Name: "p100", GPUs: 300}, {Name: "k80", GPUs: 300}}
 	for _, f := range files {
 		if _, err := os.Stat(f); err != nil {
 			continue

@@ -1,4 +1,4 @@
-package sim
+package workload
 
 // pyRandom reproduces CPython's random.Random bit for bit for the calls
 // Gavel's generator makes (seed with an int, random, uniform, choice), so

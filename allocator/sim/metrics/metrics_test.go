@@ -1,4 +1,4 @@
-package sim
+package metrics
 
 import (
 	"context"
@@ -10,7 +10,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/sim"
+	"github.com/nomad-fft/nomad-fft/allocator/workload"
 )
 
 // TestShockwaveRatios recomputes the per-job finish-time-fairness ratios of
@@ -113,13 +116,13 @@ func TestFairness(t *testing.T) {
 }
 
 func TestIsolatedTime(t *testing.T) {
-	cl := []ClusterModel{{Name: "fast", GPUs: 4}, {Name: "slow", GPUs: 4}}
-	job := func(gpus int, fast, slow float64) *JobSpec {
-		return &JobSpec{GPUs: gpus, Work: 100, Rate: map[string]float64{"fast": fast, "slow": slow}}
+	cl := []allocator.Model{{Name: "fast", GPUs: 4}, {Name: "slow", GPUs: 4}}
+	job := func(gpus int, fast, slow float64) *workload.JobSpec {
+		return &workload.JobSpec{GPUs: gpus, Work: 100, Rate: map[string]float64{"fast": fast, "slow": slow}}
 	}
 	for _, tc := range []struct {
 		name string
-		j    *JobSpec
+		j    *workload.JobSpec
 		n    float64
 		want float64
 	}{
@@ -139,8 +142,8 @@ func TestIsolatedTime(t *testing.T) {
 // TestAnalyseByHand: two 1-GPU jobs at t=0 on one fast and one slow GPU
 // under heterogeneity-aware FIFO; every metric worked out by hand.
 func TestAnalyseByHand(t *testing.T) {
-	jobs := []JobSpec{job("a", 0, 100, 1, "fast", 1.0, "slow", 0.5), job("b", 0, 100, 1, "fast", 1.0, "slow", 0.5)}
-	lg, err := Run(context.Background(), policy.NewFIFOPerf(policy.Options{}), &SliceSource{Jobs: jobs}, Config{Cluster: twoModels, RoundSeconds: 100})
+	jobs := []workload.JobSpec{job("a", 0, 100, 1, "fast", 1.0, "slow", 0.5), job("b", 0, 100, 1, "fast", 1.0, "slow", 0.5)}
+	lg, err := sim.Run(context.Background(), policy.NewFIFOPerf(policy.Options{}), &workload.SliceSource{Jobs: jobs}, sim.Config{Cluster: twoModels, RoundSeconds: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,3 +170,14 @@ func TestAnalyseByHand(t *testing.T) {
 		t.Errorf("summary: JCT %v, makespan %v, utilisation %v, unfair %v", s.JCT.Mean, s.Makespan, s.Utilisation, s.FTF.Unfair)
 	}
 }
+
+// job builds a workload.JobSpec fixture: rates are model, steps/s pairs.
+func job(id string, arrival, work float64, gpus int, rates ...any) workload.JobSpec {
+	j := workload.JobSpec{ID: id, Arrival: arrival, Work: work, GPUs: gpus, Rate: map[string]float64{}}
+	for k := 0; k+1 < len(rates); k += 2 {
+		j.Rate[rates[k].(string)] = rates[k+1].(float64)
+	}
+	return j
+}
+
+var twoModels = []allocator.Model{{Name: "fast", GPUs: 1}, {Name: "slow", GPUs: 1}}

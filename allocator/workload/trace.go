@@ -1,4 +1,4 @@
-package sim
+package workload
 
 import (
 	"bufio"
@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
 )
 
 // TraceError names the file, line and field of a bad trace entry.
@@ -61,17 +63,10 @@ type TraceOptions struct {
 	Table *Throughputs
 	// Cluster is used to reject jobs that need more GPUs than any model
 	// has, or that fit no model.
-	Cluster []ClusterModel
+	Cluster []allocator.Model
 	// Skip drops bad jobs with a counted warning instead of failing.
 	Skip bool
 	Big  BigJobs
-}
-
-// ClusterModel is one GPU model and its count.
-type ClusterModel struct {
-	Name     string  `json:"name"`
-	GPUs     int     `json:"gpus"`
-	MemoryGB float64 `json:"memory_gb,omitempty"`
 }
 
 // Trace is a loaded trace: jobs sorted by arrival, plus the warnings for
@@ -343,9 +338,10 @@ func (p *traceParser) add(line int, id, typ, arr, gpus, work string, rates map[s
 	}
 	if len(p.opt.Cluster) > 0 {
 		maxGPUs, fits := 0, false
-		for _, m := range p.opt.Cluster {
+		for k := range p.opt.Cluster {
+			m := &p.opt.Cluster[k]
 			maxGPUs = max(maxGPUs, m.GPUs)
-			if m.GPUs >= d && rates[m.Name] > 0 {
+			if allocator.Fits(m, d, 0, rates[m.Name]) {
 				fits = true
 			}
 		}
