@@ -105,8 +105,14 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	if f.leaderTTL < consulstore.MinLeaderTTL {
 		return nil, fmt.Errorf("-leader-ttl=%s: want at least %s (Consul's minimum session TTL)", f.leaderTTL, consulstore.MinLeaderTTL)
 	}
-	if f.round < time.Second {
-		return nil, fmt.Errorf("-round=%s: want at least 1s", f.round)
+	if f.round < time.Second || f.round.Seconds() > allocator.MaxRoundSeconds {
+		return nil, fmt.Errorf("-round=%s: want at least 1s and at most %gs", f.round, allocator.MaxRoundSeconds)
+	}
+	f.engine.RoundSeconds = f.round.Seconds()
+	// loadConfig checked each engine setting; this catches any that a
+	// later change of the engine's ranges would leave unchecked.
+	if err := f.engine.Validate(); err != nil {
+		return nil, fmt.Errorf("engine settings: %w", err)
 	}
 	if f.minRoundGap < 0 {
 		return nil, fmt.Errorf("-min-round-gap=%s: want 0 (no early rounds) or more", f.minRoundGap)
