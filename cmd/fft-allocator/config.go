@@ -29,6 +29,8 @@ type fileConfig struct {
 	// -min-round-gap and -node-pool.
 	MinRoundGap *string `hcl:"min_round_gap,optional"`
 	NodePool    *string `hcl:"node_pool,optional"`
+	// -progress-auth.
+	ProgressAuth *string `hcl:"progress_auth,optional"`
 }
 
 // connBlock is how to reach Nomad (the nomad block) or Consul (the consul
@@ -122,6 +124,7 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 	}
 	str("http-addr", &f.httpAddr, fc.HTTPAddr)
 	str("node-pool", &f.nodePool, fc.NodePool)
+	str("progress-auth", &f.progressAuth, fc.ProgressAuth)
 	str("log-level", &f.logLevel, fc.LogLevel)
 	str("id", &f.id, fc.ID)
 	if fc.LogJSON != nil && !set["log-json"] {
