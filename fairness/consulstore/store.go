@@ -102,7 +102,7 @@ func (s *Store) Load(ctx context.Context) (*live.Ledger, error) {
 	q := (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx)
 	pair, _, err := s.kv.Get(s.prefix+keyLedger, q)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s%s: %w", s.prefix, keyLedger, err)
+		return nil, fmt.Errorf("reading %s%s: %w", s.prefix, keyLedger, s.needs(err, "read"))
 	}
 	l := &live.Ledger{Jobs: map[string]live.JobRecord{}}
 	if pair != nil {
@@ -120,7 +120,7 @@ func (s *Store) Load(ctx context.Context) (*live.Ledger, error) {
 	}
 	pairs, _, err := s.kv.List(s.prefix+dirJobs, q)
 	if err != nil {
-		return nil, fmt.Errorf("listing %s%s: %w", s.prefix, dirJobs, err)
+		return nil, fmt.Errorf("listing %s%s: %w", s.prefix, dirJobs, s.needs(err, "read"))
 	}
 	for _, p := range pairs {
 		var r live.JobRecord
@@ -212,7 +212,7 @@ func (s *Store) jobOps(prev, next map[string]live.JobRecord) (api.TxnOps, error)
 func (s *Store) run(ctx context.Context, ops api.TxnOps, what string) (*api.TxnResponse, error) {
 	ok, resp, _, err := s.txn.Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", what, s.needs(err, "write"))
 	}
 	if !ok {
 		var msgs []string
@@ -225,7 +225,7 @@ func (s *Store) run(ctx context.Context, ops api.TxnOps, what string) (*api.TxnR
 		if stale {
 			return nil, fmt.Errorf("%s: %w: %s", what, live.ErrConflict, strings.Join(msgs, "; "))
 		}
-		return nil, fmt.Errorf("%s: transaction refused: %s", what, strings.Join(msgs, "; "))
+		return nil, fmt.Errorf("%s: %w", what, s.needs(fmt.Errorf("transaction refused: %s", strings.Join(msgs, "; ")), "write"))
 	}
 	return resp, nil
 }
@@ -239,7 +239,7 @@ func (s *Store) ProgressKey(id string) string { return s.prefix + dirProgress + 
 func (s *Store) Progress(ctx context.Context) (map[string]float64, error) {
 	pairs, _, err := s.kv.List(s.prefix+dirProgress, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("listing %s%s: %w", s.prefix, dirProgress, err)
+		return nil, fmt.Errorf("listing %s%s: %w", s.prefix, dirProgress, s.needs(err, "read"))
 	}
 	out := make(map[string]float64, len(pairs))
 	var errs []error
@@ -266,7 +266,7 @@ func (s *Store) ReportProgress(ctx context.Context, id string, done float64) err
 	}
 	v := strconv.FormatFloat(done, 'g', -1, 64)
 	if _, err := s.kv.Put(&api.KVPair{Key: s.ProgressKey(id), Value: []byte(v)}, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
-		return fmt.Errorf("writing %s: %w", s.ProgressKey(id), err)
+		return fmt.Errorf("writing %s: %w", s.ProgressKey(id), s.needs(err, "write"))
 	}
 	return nil
 }
