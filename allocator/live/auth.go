@@ -72,7 +72,8 @@ func (o *handlerOptions) authorize(r *http.Request, ns, job string) (string, *au
 	id, err := o.verifier.VerifyTask(r.Context(), token)
 	switch {
 	case errors.Is(err, ErrTokenRefused):
-		return "", &authError{http.StatusForbidden, fmt.Sprintf("token refused: %v: send the workload identity of a running task of job %q", err, ns+"/"+job)}
+		// The message starts with ErrTokenRefused's text, less the package.
+		return "", &authError{http.StatusForbidden, fmt.Sprintf("%s: send the workload identity of a running task of job %q", strings.TrimPrefix(err.Error(), "live: "), ns+"/"+job)}
 	case err != nil:
 		return "", &authError{http.StatusServiceUnavailable, fmt.Sprintf("verifying the token with Nomad failed, retry: %v", err)}
 	case id.Namespace != ns || id.JobID != job:
