@@ -40,6 +40,7 @@ const maxTxnOps = 64
 //	                                clock and the last round's start; its ModifyIndex is the CAS version
 //	<prefix>/jobs/<namespace>/<job> one live.JobRecord per job (JSON)
 //	<prefix>/rounds/<round>         one live.RoundRecord per round, the audit log (round zero-padded to 12 digits)
+//	<prefix>/roundparts/<round>/... a record too large for one value, in parts (parts.go)
 //	<prefix>/leader                 the leader lock (see Lead); its value is the holder's id
 //	<prefix>/progress/<ns>/<job>    work units the job reports done, a plain number a training
 //	                                script writes with `consul kv put <key> 42`
@@ -149,6 +150,9 @@ func (s *Store) Record(ctx context.Context, prev, next *live.Ledger, rec *live.R
 	round, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encoding round %d: %w", rec.Round, err)
+	}
+	if round, err = s.putParts(ctx, rec.Round, round); err != nil {
+		return fmt.Errorf("recording round %d: %w", rec.Round, err)
 	}
 	jobOps, err := s.jobOps(prev.Jobs, next.Jobs)
 	if err != nil {
@@ -283,8 +287,12 @@ func (s *Store) ReadRound(ctx context.Context, n int) (*live.RoundRecord, error)
 	if pair == nil {
 		return nil, fmt.Errorf("round %d: %w", n, ErrNoRound)
 	}
+	value, err := s.recordValue(ctx, n, pair.Value)
+	if err != nil {
+		return nil, err
+	}
 	var rec live.RoundRecord
-	if err := json.Unmarshal(pair.Value, &rec); err != nil {
+	if err := json.Unmarshal(value, &rec); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", pair.Key, err)
 	}
 	return &rec, nil
@@ -334,8 +342,12 @@ func (s *Store) ReadRounds(ctx context.Context, from int) ([]*live.RoundRecord, 
 		if n < from {
 			continue
 		}
+		value, err := s.recordValue(ctx, n, p.Value)
+		if err != nil {
+			return nil, err
+		}
 		var rec live.RoundRecord
-		if err := json.Unmarshal(p.Value, &rec); err != nil {
+		if err := json.Unmarshal(value, &rec); err != nil {
 			return nil, fmt.Errorf("decoding %s: %w", p.Key, err)
 		}
 		out = append(out, &rec)

@@ -108,6 +108,16 @@ func TestACLPoliciesAndReports(t *testing.T) {
 	if b, code, err := cs.Get("/v1/kv/" + prefix + "/progress/default/job-a?raw"); err != nil || code != 200 || string(b) != "7" {
 		t.Errorf("job-a's stored progress: HTTP %d %q (%v), want 7", code, b, err)
 	}
+	// The KV path: a task has no Consul token, and Consul refuses the write.
+	anon, err := http.NewRequest(http.MethodPut, "http://"+cs.HTTP+"/v1/kv/"+prefix+"/progress/default/job-b", strings.NewReader("99"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.DefaultClient.Do(anon); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a progress write to Consul without a token: %v %v, want 403", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	if _, code, _ := cs.Get("/v1/kv/" + prefix + "/progress/default/job-b?raw"); code != http.StatusNotFound {
 		t.Errorf("job-b has a stored progress (HTTP %d): job-a's task reported for it", code)
 	}
