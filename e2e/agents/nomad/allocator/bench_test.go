@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -105,7 +106,7 @@ func BenchmarkWarmRound2000Jobs(b *testing.B) {
 			}
 			return nil
 		})
-		readKV(b, cs, key, &rec)
+		readRecord(b, cs, n, &rec)
 		if len(rec.Jobs) != jobs {
 			b.Fatalf("round %d saw %d jobs, want %d", n, len(rec.Jobs), jobs)
 		}
@@ -125,4 +126,31 @@ func BenchmarkWarmRound2000Jobs(b *testing.B) {
 	b.ReportMetric(observe/float64(b.N), "observe-calls/op")
 	b.ReportMetric(apply/float64(b.N), "apply-calls/op")
 	b.ReportMetric(seconds/float64(b.N), "round-s/op")
+}
+
+// readRecord decodes round n's record, joining its parts when the store wrote it in parts
+// (fairness/consulstore/parts.go).
+func readRecord(tb testing.TB, cs *testenv.Consul, n int, v any) {
+	tb.Helper()
+	var stub struct {
+		Parts  int    `json:"record_parts"`
+		Digest string `json:"record_sha256"`
+	}
+	key := fmt.Sprintf("%s/rounds/%012d", prefix, n)
+	readKV(tb, cs, key, &stub)
+	if stub.Parts == 0 {
+		readKV(tb, cs, key, v)
+		return
+	}
+	var whole []byte
+	for k := 0; k < stub.Parts; k++ {
+		b, code, err := cs.Get(fmt.Sprintf("/v1/kv/%s/roundparts/%012d/%s/%04d?raw", prefix, n, stub.Digest, k))
+		if err != nil || code != http.StatusOK {
+			tb.Fatalf("round %d part %d: HTTP %d %v", n, k, code, err)
+		}
+		whole = append(whole, b...)
+	}
+	if err := json.Unmarshal(whole, v); err != nil {
+		tb.Fatalf("decoding round %d's %d parts: %v", n, stub.Parts, err)
+	}
 }
