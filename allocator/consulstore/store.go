@@ -40,6 +40,7 @@ const maxTxnOps = 64
 //	                                clock and the last round's start; its ModifyIndex is the CAS version
 //	<prefix>/jobs/<namespace>/<job> one loop.JobRecord per job (JSON)
 //	<prefix>/rounds/<round>         one loop.RoundRecord per round, the audit log (round zero-padded to 12 digits)
+//	<prefix>/roundparts/<round>/... a record too large for one value, in parts (parts.go)
 //	<prefix>/leader                 the leader lock (see Lead); its value is the holder's id
 //	<prefix>/progress/<ns>/<job>    work units the job reports done, a plain number a training
 //	                                script writes with `consul kv put <key> 42`
@@ -103,7 +104,7 @@ func (s *Store) Load(ctx context.Context) (*loop.Ledger, error) {
 	q := (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx)
 	pair, _, err := s.kv.Get(s.prefix+keyLedger, q)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s%s: %w", s.prefix, keyLedger, err)
+		return nil, fmt.Errorf("reading %s%s: %w", s.prefix, keyLedger, s.needs(err, "read"))
 	}
 	l := &loop.Ledger{Jobs: map[string]loop.JobRecord{}}
 	if pair != nil {
@@ -121,7 +122,7 @@ func (s *Store) Load(ctx context.Context) (*loop.Ledger, error) {
 	}
 	pairs, _, err := s.kv.List(s.prefix+dirJobs, q)
 	if err != nil {
-		return nil, fmt.Errorf("listing %s%s: %w", s.prefix, dirJobs, err)
+		return nil, fmt.Errorf("listing %s%s: %w", s.prefix, dirJobs, s.needs(err, "read"))
 	}
 	for _, p := range pairs {
 		var r loop.JobRecord
@@ -150,6 +151,9 @@ func (s *Store) Record(ctx context.Context, prev, next *loop.Ledger, rec *loop.R
 	round, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encoding round %d: %w", rec.Round, err)
+	}
+	if round, err = s.putParts(ctx, rec.Round, round); err != nil {
+		return fmt.Errorf("recording round %d: %w", rec.Round, err)
 	}
 	jobOps, err := s.jobOps(prev.Jobs, next.Jobs)
 	if err != nil {
@@ -213,7 +217,7 @@ func (s *Store) jobOps(prev, next map[string]loop.JobRecord) (api.TxnOps, error)
 func (s *Store) run(ctx context.Context, ops api.TxnOps, what string) (*api.TxnResponse, error) {
 	ok, resp, _, err := s.txn.Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", what, s.needs(err, "write"))
 	}
 	if !ok {
 		var msgs []string
@@ -226,7 +230,7 @@ func (s *Store) run(ctx context.Context, ops api.TxnOps, what string) (*api.TxnR
 		if stale {
 			return nil, fmt.Errorf("%s: %w: %s", what, loop.ErrConflict, strings.Join(msgs, "; "))
 		}
-		return nil, fmt.Errorf("%s: transaction refused: %s", what, strings.Join(msgs, "; "))
+		return nil, fmt.Errorf("%s: %w", what, s.needs(fmt.Errorf("transaction refused: %s", strings.Join(msgs, "; ")), "write"))
 	}
 	return resp, nil
 }
@@ -240,7 +244,7 @@ func (s *Store) ProgressKey(id string) string { return s.prefix + dirProgress + 
 func (s *Store) Progress(ctx context.Context) (map[string]float64, error) {
 	pairs, _, err := s.kv.List(s.prefix+dirProgress, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("listing %s%s: %w", s.prefix, dirProgress, err)
+		return nil, fmt.Errorf("listing %s%s: %w", s.prefix, dirProgress, s.needs(err, "read"))
 	}
 	out := make(map[string]float64, len(pairs))
 	var errs []error
@@ -267,7 +271,7 @@ func (s *Store) ReportProgress(ctx context.Context, id string, done float64) err
 	}
 	v := strconv.FormatFloat(done, 'g', -1, 64)
 	if _, err := s.kv.Put(&api.KVPair{Key: s.ProgressKey(id), Value: []byte(v)}, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
-		return fmt.Errorf("writing %s: %w", s.ProgressKey(id), err)
+		return fmt.Errorf("writing %s: %w", s.ProgressKey(id), s.needs(err, "write"))
 	}
 	return nil
 }
@@ -284,8 +288,12 @@ func (s *Store) ReadRound(ctx context.Context, n int) (*loop.RoundRecord, error)
 	if pair == nil {
 		return nil, fmt.Errorf("round %d: %w", n, ErrNoRound)
 	}
+	value, err := s.recordValue(ctx, n, pair.Value)
+	if err != nil {
+		return nil, err
+	}
 	var rec loop.RoundRecord
-	if err := json.Unmarshal(pair.Value, &rec); err != nil {
+	if err := json.Unmarshal(value, &rec); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", pair.Key, err)
 	}
 	return &rec, nil
@@ -335,8 +343,12 @@ func (s *Store) ReadRounds(ctx context.Context, from int) ([]*loop.RoundRecord, 
 		if n < from {
 			continue
 		}
+		value, err := s.recordValue(ctx, n, p.Value)
+		if err != nil {
+			return nil, err
+		}
 		var rec loop.RoundRecord
-		if err := json.Unmarshal(p.Value, &rec); err != nil {
+		if err := json.Unmarshal(value, &rec); err != nil {
 			return nil, fmt.Errorf("decoding %s: %w", p.Key, err)
 		}
 		out = append(out, &rec)

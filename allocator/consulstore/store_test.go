@@ -212,3 +212,26 @@ func TestLeadAgainstConsul(t *testing.T) {
 	cancel()
 	<-bDone
 }
+
+func TestNeedsNamesPolicy(t *testing.T) {
+	s := New(nil, "team/fft/v1")
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{api.StatusError{Code: 403, Body: "Permission denied"}, `lacks key_prefix "team/fft/v1/" policy "write"`},
+		{errors.New("transaction refused: op 0: Permission denied"), `lacks key_prefix "team/fft/v1/" policy "write"`},
+		{errors.New("connection refused"), ""},
+	} {
+		got := s.needs(tc.err, "write")
+		if tc.want == "" {
+			if got != tc.err {
+				t.Errorf("needs(%v) = %v, want it unchanged", tc.err, got)
+			}
+			continue
+		}
+		if !errors.Is(got, tc.err) || !strings.Contains(got.Error(), tc.want) {
+			t.Errorf("needs(%v) = %v, want it wrapped naming %q", tc.err, got, tc.want)
+		}
+	}
+}

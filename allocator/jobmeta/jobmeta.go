@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
 )
 
 // The job meta keys of the contract. A job is managed by FFT when it has
@@ -48,7 +50,9 @@ const (
 const DefaultWorkUnit = "steps"
 
 // Limits on values. They keep the numbers the round engine multiplies and
-// divides far from overflow and make nonsense visible early.
+// divides far from overflow and make nonsense visible early; each is within
+// the engine's own range (allocator/limits.go), and so is the ratio of
+// fft.work to each throughput (allocator.MaxWorkRatio).
 const (
 	// MaxWork bounds fft.work: 1e12 units is more than any training run.
 	MaxWork = 1e12
@@ -197,6 +201,16 @@ func Parse(meta map[string]string, gpus int) (*Spec, error) {
 			s.Weight = x
 		}
 	}
+	if s.Work > 0 && s.Throughput != nil {
+		// The round engine's cost terms divide work by throughput and
+		// throughput by work: both must stay in range.
+		for _, name := range sortedNames(s.Throughput) {
+			if why := allocator.RatioError(s.Work, s.Throughput[name]); why != "" {
+				bad(KeyThroughput, meta[KeyThroughput], fmt.Sprintf("model %q with %s = %q: %s", name, KeyWork, meta[KeyWork], why))
+				break
+			}
+		}
+	}
 	if gpus <= 0 || gpus > MaxGPUs {
 		bad(KeyGPUs, strconv.Itoa(gpus), fmt.Sprintf("a task with a device \"nvidia/gpu\" block whose count is 1 to %d (d_j)", MaxGPUs))
 	}
@@ -253,14 +267,19 @@ func printable(s string) bool {
 	return true
 }
 
-// FormatThroughput writes a throughput map in the fft.throughput syntax,
-// models sorted, so Parse(FormatThroughput(m)) == m.
-func FormatThroughput(tp map[string]float64) string {
+func sortedNames(tp map[string]float64) []string {
 	names := make([]string, 0, len(tp))
 	for n := range tp {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	return names
+}
+
+// FormatThroughput writes a throughput map in the fft.throughput syntax,
+// models sorted, so Parse(FormatThroughput(m)) == m.
+func FormatThroughput(tp map[string]float64) string {
+	names := sortedNames(tp)
 	parts := make([]string, len(names))
 	for i, n := range names {
 		parts[i] = n + "=" + strconv.FormatFloat(tp[n], 'g', -1, 64)

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
 )
 
 // meta builds a valid contract and applies edits; an empty value deletes the key.
@@ -115,6 +117,8 @@ func TestParseErrors(t *testing.T) {
 		{"throughput duplicate", meta(KeyThroughput, "A100=2, A100=3"), 1, KeyThroughput, "A100=2, A100=3", "appears twice"},
 		{"throughput empty model", meta(KeyThroughput, "=2"), 1, KeyThroughput, "=2", "MODEL=UNITS_PER_ROUND"},
 		{"throughput trailing comma", meta(KeyThroughput, "A100=2,"), 1, KeyThroughput, "A100=2,", "MODEL=UNITS_PER_ROUND"},
+		{"work too large for a slow model", meta(KeyWork, "1e12", KeyThroughput, "A100=2,V100=1e-6"), 1, KeyThroughput, "A100=2,V100=1e-6", `model "V100" with fft.work = "1e12"`},
+		{"work too small for a fast model", meta(KeyWork, "1e-300", KeyThroughput, "A100=2"), 1, KeyThroughput, "A100=2", "rounds to finish"},
 		{"negative state size", meta(KeyStateSize, "-1"), 1, KeyStateSize, "-1", "checkpoint size in GB >= 0"},
 		{"zero weight", meta(KeyWeight, "0"), 1, KeyWeight, "0", "from 1e-06 to 1e+06"},
 		{"negative weight", meta(KeyWeight, "-2"), 1, KeyWeight, "-2", "fairness weight"},
@@ -146,6 +150,27 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("message %q does not name the key %q and what is expected", msg, tc.key)
 			}
 		})
+	}
+}
+
+// TestLimitsWithinEngine: a spec at every limit of the contract is one the
+// round engine accepts, so a job that passes Parse never fails a round.
+func TestLimitsWithinEngine(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		work, theta float64
+	}{
+		{"most work, slowest model", MaxWork, MaxWork / allocator.MaxWorkRatio},
+		{"least work, fastest model", MaxThroughput / allocator.MaxWorkRatio, MaxThroughput},
+	} {
+		in := allocator.Instance{
+			Config: allocator.DefaultConfig(),
+			Models: []allocator.Model{{Name: "A", GPUs: MaxGPUs}},
+			Jobs:   []allocator.Job{{ID: "j", GPUs: MaxGPUs, Work: tc.work, StateGB: MaxStateSizeGB, Throughput: map[string]float64{"A": tc.theta}}},
+		}
+		if err := in.Validate(); err != nil {
+			t.Errorf("%s: the engine rejects a spec at the contract's limits: %v", tc.name, err)
+		}
 	}
 }
 
@@ -182,6 +207,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("1e308", "steps", "=,=", "NaN", "\x00", "+Inf", 1)
 	f.Add("5", "", "a=1,a=2", "", "", "", 70000)
 	f.Add("5", "", "", "", "", "", 1)
+	f.Add("1e12", "", "a=1e-12", "", "", "", 1)
+	f.Add("1e-300", "", "a=1", "", "", "", 1)
 	f.Fuzz(func(t *testing.T, work, unit, tp, state, user, weight string, gpus int) {
 		m := map[string]string{KeyWork: work}
 		for k, v := range map[string]string{KeyThroughput: tp, KeyWorkUnit: unit, KeyStateSize: state, KeyUser: user, KeyWeight: weight} {
@@ -211,6 +238,15 @@ func FuzzParse(f *testing.F) {
 		}
 		if spec.LearnThroughput {
 			return
+		}
+		// The engine accepts the job on models of its throughput.
+		in := allocator.Instance{Config: allocator.DefaultConfig(), Jobs: []allocator.Job{{
+			ID: "j", GPUs: spec.GPUs, Work: spec.Work, StateGB: spec.StateGB, Throughput: spec.Throughput}}}
+		for _, name := range sortedNames(spec.Throughput) {
+			in.Models = append(in.Models, allocator.Model{Name: name, GPUs: spec.GPUs})
+		}
+		if err := in.Validate(); err != nil {
+			t.Fatalf("Parse accepted %q but the round engine rejects it: %v", m, err)
 		}
 		back, bad := parseThroughput(FormatThroughput(spec.Throughput))
 		if bad != "" || !reflect.DeepEqual(back, spec.Throughput) {

@@ -25,12 +25,20 @@ import (
 // stored; 400 with a message naming the field and the fix when the body or
 // the path is wrong; 503 when the store failed (retry); 501 when the store
 // takes no reports. It only writes the store (ProgressReporter), so a
-// standby replica takes reports as well as the leader. From a task:
+// standby replica takes reports as well as the leader. With
+// WithTaskVerifier it also answers 401 without a token and 403 for a token
+// that is not one of the job's own tasks, and 409 for a report below the
+// last one from the same allocation. A report beyond the job's work is 400.
+// From a task:
 //
-//	curl -fsS -X PUT --data 42 http://127.0.0.1:4650/v1/progress/$NOMAD_NAMESPACE/$NOMAD_JOB_ID
-func Handler(s *Service) http.Handler {
+//	curl -fsS -X PUT -H "X-Nomad-Token: $NOMAD_TOKEN" --data 42 http://127.0.0.1:4650/v1/progress/$NOMAD_NAMESPACE/$NOMAD_JOB_ID
+func Handler(s *Service, opts ...HandlerOption) http.Handler {
+	var o handlerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	mux := http.NewServeMux()
-	progress := progressHandler(s)
+	progress := progressHandler(s, &o)
 	mux.Handle("PUT /v1/progress/{namespace}/{job}", progress)
 	mux.Handle("POST /v1/progress/{namespace}/{job}", progress)
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) {
@@ -58,7 +66,8 @@ const maxProgressBody = 1 << 10
 // progressUsage is the fix every rejected report is told.
 const progressUsage = `the body is the work units done, a number >= 0 such as 42 or JSON {"done": 42}`
 
-func progressHandler(s *Service) http.Handler {
+func progressHandler(s *Service, o *handlerOptions) http.Handler {
+	var last lastReports
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rep, ok := s.loop.Store().(loop.ProgressReporter)
 		if !ok {
@@ -72,6 +81,12 @@ func progressHandler(s *Service) http.Handler {
 				writeError(w, http.StatusBadRequest, fmt.Sprintf("path %s %q: expected one non-empty path segment: PUT /v1/progress/<namespace>/<job>", seg.name, seg.v))
 				return
 			}
+		}
+		alloc, denied := o.authorize(r, ns, job)
+		if denied != nil {
+			s.opts.log.Warn("progress report refused", "job", ns+"/"+job, "error", denied.msg)
+			writeError(w, denied.code, denied.msg)
+			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxProgressBody))
 		if err != nil {
@@ -89,12 +104,21 @@ func progressHandler(s *Service) http.Handler {
 			return
 		}
 		id := ns + "/" + job
+		if work, ok := s.jobWork(id); ok && done > work {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("done = %g is beyond the job's fft.work = %g: report the work units done so far, at most the job's work", done, work))
+			return
+		}
+		if why := last.check(id, alloc, done); why != "" {
+			writeError(w, http.StatusConflict, why)
+			return
+		}
 		if err := rep.ReportProgress(r.Context(), id, done); err != nil {
 			s.opts.log.Warn("storing a progress report failed", "job", id, "done", done, "error", err)
 			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("storing the report failed, retry: %v", err))
 			return
 		}
-		s.opts.log.Debug("progress reported", "job", id, "done", done)
+		last.record(id, alloc, done)
+		s.opts.log.Debug("progress reported", "job", id, "done", done, "alloc", alloc)
 		writeJSON(w, http.StatusOK, map[string]any{"job": id, "done": done})
 	})
 }

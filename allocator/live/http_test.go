@@ -2,7 +2,10 @@ package live
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"math"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -119,4 +122,148 @@ func TestProgressEndpoint(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fakeVerifier knows a fixed set of tokens; an unknown one is refused,
+// and "down" stands for Nomad being unreachable.
+type fakeVerifier map[string]TaskIdentity
+
+func (f fakeVerifier) VerifyTask(_ context.Context, token string) (TaskIdentity, error) {
+	if token == "down" {
+		return TaskIdentity{}, errors.New("dial tcp 127.0.0.1:4646: connection refused")
+	}
+	id, ok := f[token]
+	if !ok {
+		return TaskIdentity{}, ErrTokenRefused
+	}
+	return id, nil
+}
+
+// TestProgressAuthenticated: with a verifier, a report is taken only with
+// a token of one of the job's own tasks, and reports stay sane.
+func TestProgressAuthenticated(t *testing.T) {
+	v := fakeVerifier{
+		"tok-a1": {Namespace: "default", JobID: "a", AllocID: "alloc-1", Task: "train"},
+		"tok-a2": {Namespace: "default", JobID: "a", AllocID: "alloc-2", Task: "train"},
+		"tok-b":  {Namespace: "default", JobID: "b", AllocID: "alloc-3", Task: "train"},
+		"tok-ml": {Namespace: "ml", JobID: "a", AllocID: "alloc-4", Task: "train"},
+	}
+	// Steps run in order against one handler: the later ones depend on
+	// the reports the earlier ones stored.
+	steps := []struct {
+		name, job, header, token, body string
+		wantCode                       int
+		wantBody                       string
+	}{
+		{"no token", "a", "", "", "1", 401, "no token"},
+		{"unknown token", "a", "X-Nomad-Token", "forged", "1", 403, "token refused"},
+		{"Nomad down", "a", "X-Nomad-Token", "down", "1", 503, "retry"},
+		{"job b's task for job a", "a", "X-Nomad-Token", "tok-b", "1", 403, `(allocation alloc-3) cannot report for job`},
+		{"same job name, other namespace", "a", "X-Nomad-Token", "tok-ml", "1", 403, "a job reports only for itself"},
+		{"own task", "a", "X-Nomad-Token", "tok-a1", "5", 200, `"done": 5`},
+		{"own task, bearer", "a", "Authorization", "Bearer tok-a1", "6", 200, `"done": 6`},
+		{"backwards in one allocation", "a", "X-Nomad-Token", "tok-a1", "4", 409, "below this allocation's last report 6"},
+		{"new allocation resumes from a checkpoint", "a", "X-Nomad-Token", "tok-a2", "4", 200, `"done": 4`},
+		{"beyond the job's work", "a", "X-Nomad-Token", "tok-a2", "10.5", 400, "beyond the job's fft.work = 10"},
+		{"NaN", "a", "X-Nomad-Token", "tok-a2", "NaN", 400, "not a finite number"},
+		{"negative", "a", "X-Nomad-Token", "tok-a2", "-1", 400, "not a finite number >= 0"},
+		{"all the work", "a", "X-Nomad-Token", "tok-a2", "10", 200, `"done": 10`},
+	}
+	rs := loop.NewMemStore(false)
+	// One round puts job a (10 work units) in the ledger the endpoint checks reports against.
+	h0 := &loop.Harness{Models: []allocator.Model{{Name: a100, GPUs: 1}},
+		Jobs: map[string]*loop.Job{"default/a": loop.Ptr(loop.NewJob("a").Work(10).TP(a100, 1).Obj())}}
+	s := New(loop.New(h0, h0, rs))
+	if _, err := s.RunRound(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h := Handler(s, WithTaskVerifier(v))
+	for _, st := range steps {
+		req := httptest.NewRequest("PUT", "/v1/progress/default/"+st.job, strings.NewReader(st.body))
+		if st.header != "" {
+			req.Header.Set(st.header, st.token)
+		}
+		rr := httptest.NewRecorder()
+		h.ServeHTTP(rr, req)
+		if rr.Code != st.wantCode || !strings.Contains(rr.Body.String(), st.wantBody) {
+			t.Errorf("%s: %d %s, want %d containing %q", st.name, rr.Code, rr.Body.String(), st.wantCode, st.wantBody)
+		}
+	}
+	got, _ := rs.Progress(context.Background())
+	if diff := cmp.Diff(map[string]float64{"default/a": 10}, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("stored reports (-want,+got):\n%s", diff)
+	}
+}
+
+// FuzzParseProgress: any body is a finite number >= 0 or an error that
+// says what the body should be.
+func FuzzParseProgress(f *testing.F) {
+	for _, s := range []string{"42", " 12.5\n", `{"done": 0}`, "", "ten", "-1", "NaN", "Inf", "1e400", `{"dnoe": 3}`, `{}`, `{"done": "3"}`,
+		`{"done": 1} {"done": 2}`, `{"done": null}`, "0x1p-2", "1_000"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		done, err := parseProgress(body)
+		if err != nil {
+			if !strings.Contains(err.Error(), progressUsage) {
+				t.Fatalf("error %q does not say what the body should be", err)
+			}
+			return
+		}
+		if math.IsNaN(done) || math.IsInf(done, 0) || done < 0 {
+			t.Fatalf("accepted %q as %g", body, done)
+		}
+	})
+}
+
+// FuzzHandler sends any method, path, token and body to the API: it never
+// panics, answers with one of the documented codes, JSON for every error,
+// and stores a report only when it answers 200.
+func FuzzHandler(f *testing.F) {
+	f.Add("PUT", "/v1/progress/default/a", "tok-a", "42")
+	f.Add("POST", "/v1/progress/default/a", "", `{"done": 1}`)
+	f.Add("GET", "/v1/status", "", "")
+	f.Add("GET", "/v1/health", "", "")
+	f.Add("GET", "/v1/metrics", "", "")
+	f.Add("DELETE", "/v1/progress/default/a", "tok-a", "")
+	f.Add("PUT", "/v1/progress/default/a%2Fb", "tok-a", "1")
+	f.Add("PUT", "/v1/progress//a", "tok-a", "1")
+	f.Add("PUT", "/v1/progress/default/b", "tok-a", "1")
+	f.Add("PUT", "/v1/../v1/progress/default/a", "tok-a", "1")
+	documented := map[int]bool{200: true, 301: true, 307: true, 400: true, 401: true, 403: true, 404: true, 405: true, 409: true, 413: true, 503: true}
+	f.Fuzz(func(t *testing.T, method, path, token, body string) {
+		if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " \t\r\n#?") || method == "" || strings.ContainsAny(method, " \t\r\n/") {
+			return // not a request line a client can send
+		}
+		rs := loop.NewMemStore(false)
+		s := New(loop.New(&loop.Harness{}, &loop.Harness{}, rs))
+		h := Handler(s, WithTaskVerifier(fakeVerifier{"tok-a": {Namespace: "default", JobID: "a", AllocID: "x"}}))
+		req, err := http.NewRequest(method, "http://allocator"+path, strings.NewReader(body))
+		if err != nil {
+			return
+		}
+		if token != "" && !strings.ContainsAny(token, "\r\n") {
+			req.Header.Set("X-Nomad-Token", token)
+		}
+		rr := httptest.NewRecorder()
+		h.ServeHTTP(rr, req)
+		if !documented[rr.Code] {
+			t.Fatalf("%s %s: undocumented code %d: %s", method, path, rr.Code, rr.Body.String())
+		}
+		if rr.Code >= 400 && rr.Code != 404 && rr.Code != 405 {
+			var e struct{ Error string }
+			if err := json.Unmarshal(rr.Body.Bytes(), &e); err != nil || e.Error == "" {
+				t.Fatalf("%s %s: %d without a JSON error: %q", method, path, rr.Code, rr.Body.String())
+			}
+		}
+		reports, _ := rs.Progress(context.Background())
+		if (len(reports) > 0) != (rr.Code == 200 && strings.Contains(path, "progress")) {
+			t.Fatalf("%s %s: code %d but stored %v", method, path, rr.Code, reports)
+		}
+		for id := range reports {
+			if id != "default/a" {
+				t.Fatalf("%s %s with job a's token stored a report for %q", method, path, id)
+			}
+		}
+	})
 }

@@ -83,7 +83,7 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 	stubs, _, err := c.nomad.Jobs().List(q)
 	snap.Calls++
 	if err != nil {
-		return nil, fmt.Errorf("listing jobs: %w", err)
+		return nil, fmt.Errorf("listing jobs: %w", needs(err, capListJobs))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -103,7 +103,7 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 			job, _, err = c.nomad.Jobs().Info(s.ID, (&api.QueryOptions{Namespace: s.Namespace}).WithContext(ctx))
 			snap.Calls++
 			if err != nil {
-				return nil, fmt.Errorf("reading job %q: %w", key, err)
+				return nil, fmt.Errorf("reading job %q: %w", key, needs(err, capReadJob))
 			}
 			c.jobs[key] = job
 		}
@@ -125,7 +125,7 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 	allocs, _, err := c.nomad.Allocations().List(aq)
 	snap.Calls++
 	if err != nil {
-		return nil, fmt.Errorf("listing allocations: %w", err)
+		return nil, fmt.Errorf("listing allocations: %w", needs(err, capReadJob))
 	}
 	byJob := map[string][]*api.AllocationListStub{}
 	for _, a := range allocs {
@@ -218,7 +218,7 @@ func (c *Client) capacity(ctx context.Context) ([]allocator.Model, int, error) {
 	calls := 1
 	nodes, _, err := c.nomad.Nodes().List((&api.QueryOptions{Params: map[string]string{"resources": "true"}}).WithContext(ctx))
 	if err != nil {
-		return nil, calls, fmt.Errorf("listing nodes: %w", err)
+		return nil, calls, fmt.Errorf("listing nodes: %w", needs(err, capNodeRead))
 	}
 	gpus := map[string]int{}
 	outside := 0
@@ -231,7 +231,7 @@ func (c *Client) capacity(ctx context.Context) ([]allocator.Model, int, error) {
 			node, _, err := c.nomad.Nodes().Info(n.ID, (&api.QueryOptions{}).WithContext(ctx))
 			calls++
 			if err != nil {
-				return nil, calls, fmt.Errorf("reading node %s: %w", n.ID, err)
+				return nil, calls, fmt.Errorf("reading node %s: %w", n.ID, needs(err, capNodeRead))
 			}
 			res = node.NodeResources
 		}
@@ -358,7 +358,7 @@ func (c *Client) apply(ctx context.Context, ch loop.Change, res *loop.ApplyResul
 			if strings.Contains(err.Error(), api.RegisterEnforceIndexErrPrefix) {
 				return fmt.Errorf("%w: %v", errConflict, err)
 			}
-			return fmt.Errorf("registering: %w", err)
+			return fmt.Errorf("registering: %w", needs(err, capSubmitJob))
 		}
 	}
 	if ch.Action == loop.ActionPark {
@@ -367,7 +367,7 @@ func (c *Client) apply(ctx context.Context, ch loop.Change, res *loop.ApplyResul
 			_, err := c.nomad.Allocations().Stop(&api.Allocation{ID: id, Namespace: j.Namespace}, wq)
 			res.Calls++
 			if err != nil {
-				return fmt.Errorf("stopping allocation %s: %w", id, err)
+				return fmt.Errorf("stopping allocation %s: %w", id, needs(err, capAllocLifecycle))
 			}
 		}
 	}

@@ -115,7 +115,7 @@ func (w *watcher) jobs(ctx context.Context, index uint64) (uint64, error) {
 	q := (&api.QueryOptions{Namespace: "*", WaitIndex: index, WaitTime: watchWait, Params: map[string]string{"meta": "true"}}).WithContext(ctx)
 	stubs, meta, err := w.c.nomad.Jobs().List(q)
 	if err != nil {
-		return 0, fmt.Errorf("listing jobs: %w", err)
+		return 0, fmt.Errorf("listing jobs: %w", needs(err, capListJobs))
 	}
 	cur := managedStubs(stubs)
 	w.mu.Lock()
@@ -164,7 +164,7 @@ func (w *watcher) allocs(ctx context.Context, index uint64) (uint64, error) {
 	q := (&api.QueryOptions{Namespace: "*", WaitIndex: index, WaitTime: watchWait}).WithContext(ctx)
 	allocs, meta, err := w.c.nomad.Allocations().List(q)
 	if err != nil {
-		return 0, fmt.Errorf("listing allocations: %w", err)
+		return 0, fmt.Errorf("listing allocations: %w", needs(err, capReadJob))
 	}
 	w.mu.Lock()
 	managed := w.managed

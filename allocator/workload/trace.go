@@ -307,8 +307,8 @@ func (p *traceParser) add(line int, id, typ, arr, gpus, work string, rates map[s
 		return bad(p.field("scale_factor", "gpus"), gpus, "want a GPU count >= 1")
 	}
 	w, err := strconv.ParseFloat(work, 64)
-	if err != nil || !(w > 0) || math.IsInf(w, 0) {
-		return bad(p.field("total_steps", "work"), work, "want a number of steps > 0")
+	if err != nil || !(w > 0) || w > allocator.MaxWork {
+		return bad(p.field("total_steps", "work"), work, fmt.Sprintf("want a number of steps > 0 and at most %g", allocator.MaxWork))
 	}
 	if rates == nil {
 		r, ok := p.opt.Table.Rates(typ, d)
@@ -336,6 +336,9 @@ func (p *traceParser) add(line int, id, typ, arr, gpus, work string, rates map[s
 		}
 		rates = r
 	}
+	if m, why := rateError(w, rates); why != "" {
+		return bad("rate:"+m, strconv.FormatFloat(rates[m], 'g', -1, 64), why)
+	}
 	if len(p.opt.Cluster) > 0 {
 		maxGPUs, fits := 0, false
 		for k := range p.opt.Cluster {
@@ -354,6 +357,37 @@ func (p *traceParser) add(line int, id, typ, arr, gpus, work string, rates map[s
 	}
 	p.tr.Jobs = append(p.tr.Jobs, JobSpec{ID: id, Type: typ, Arrival: a, GPUs: d, Work: w, Rate: rates, Source: fmt.Sprintf("%s:%d", p.name, line)})
 	return nil
+}
+
+// Bounds on a trace's rates, in steps per second, chosen so that every
+// round the simulator builds stays in the round engine's ranges
+// (allocator/limits.go) for any round length it accepts: theta = rate * R
+// <= 1e6 * 1e9, and W / theta = (W / rate) / R within [1e-3/1e9, 1e12/1e-3].
+const (
+	maxRate          = 1e6
+	minRunSeconds    = 1e-3
+	maxRunSeconds    = 1e12
+	rateErrorMessage = "with %g steps at %g steps/s on %q the job runs %g s: want a rate <= %g steps/s and a run of %g to %g s on every model"
+)
+
+// rateError returns the model and a description when its rate is out of
+// range for work w, or "" for both.
+func rateError(w float64, rates map[string]float64) (model, why string) {
+	models := make([]string, 0, len(rates))
+	for m := range rates {
+		models = append(models, m)
+	}
+	sort.Strings(models)
+	for _, m := range models {
+		v := rates[m]
+		if v == 0 {
+			continue
+		}
+		if run := w / v; v > maxRate || !(run >= minRunSeconds && run <= maxRunSeconds) {
+			return m, fmt.Sprintf(rateErrorMessage, w, v, m, run, maxRate, minRunSeconds, maxRunSeconds)
+		}
+	}
+	return "", ""
 }
 
 // WriteTrace writes jobs in our CSV format, with a rate column per model,

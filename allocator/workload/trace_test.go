@@ -72,6 +72,9 @@ func TestParseTraceRejects(t *testing.T) {
 		{"csv missing value", "id,job_type,arrival_s,gpus,work\na,ResNet-18 (batch size 128),0,1,\n", "work", 2, false},
 		{"csv missing column", "id,job_type,arrival_s,work\na,ResNet-18 (batch size 128),0,1\n", "gpus", 1, true},
 		{"csv negative rate", "id,job_type,arrival_s,gpus,work,rate:v100\na,x,0,1,10,-1\n", "rate:v100", 2, false},
+		{"csv rate too slow for the work", "id,job_type,arrival_s,gpus,work,rate:v100\na,x,0,1,1e15,1e-300\n", "rate:v100", 2, false},
+		{"csv rate too fast for the work", "id,job_type,arrival_s,gpus,work,rate:v100\na,x,0,1,1e-9,1\n", "rate:v100", 2, false},
+		{"csv work too large", "id,job_type,arrival_s,gpus,work,rate:v100\na,x,0,1,1e16,1\n", "work", 2, false},
 		{"csv duplicate id", "id,job_type,arrival_s,gpus,work\na,ResNet-18 (batch size 128),0,1,5\na,ResNet-18 (batch size 128),0,1,5\n", "id", 3, false},
 		{"csv too many GPUs", "id,job_type,arrival_s,gpus,work,rate:v100\na,x,0,6,10,3\n", "gpus", 2, false},
 	} {
@@ -163,6 +166,7 @@ func FuzzParseTrace(f *testing.F) {
 	f.Add([]byte("id,job_type,arrival_s,gpus,work,rate:v100\na,x,0,1,10,3\nb,ResNet-18 (batch size 128),1e3,2,5,\n"), true)
 	f.Add([]byte("id,job_type\n\"unterminated\n"), false)
 	f.Add([]byte("A3C\tc\td\t-n\t1\tNaN\t1\t1\t-1\t0\n"), true)
+	f.Add([]byte("id,job_type,arrival_s,gpus,work,rate:v100\na,x,0,1,1e15,1e-300\nb,x,0,1,1e-300,1\nc,x,0,1,1e16,1\n"), true)
 	f.Fuzz(func(t *testing.T, data []byte, skip bool) {
 		tr, err := ParseTrace(bytes.NewReader(data), "fuzz", TraceOptions{Cluster: gavelCluster, Skip: skip, Big: BigExtrapolate})
 		if err != nil {
@@ -175,6 +179,16 @@ func FuzzParseTrace(f *testing.F) {
 		for _, j := range tr.Jobs {
 			if !(j.Work > 0) || j.Arrival < 0 || j.GPUs < 1 || j.GPUs > 36 {
 				t.Fatalf("accepted a bad job: %+v", j)
+			}
+			// Every round the simulator builds from it is in the engine's
+			// ranges, at the shortest and the longest round it accepts.
+			for _, r := range []float64{allocator.MinRoundSeconds, allocator.MaxRoundSeconds} {
+				for m, rate := range j.Rate {
+					theta := rate * r
+					if theta > allocator.MaxThroughput || allocator.RatioError(j.Work, theta) != "" || j.Work > allocator.MaxWork {
+						t.Fatalf("accepted job %+v: on %q at R = %g s, work %g and throughput %g are out of the engine's range", j, m, r, j.Work, theta)
+					}
+				}
 			}
 		}
 	})

@@ -31,6 +31,8 @@ type fileConfig struct {
 	// -min-round-gap and -node-pool.
 	MinRoundGap *string `hcl:"min_round_gap,optional"`
 	NodePool    *string `hcl:"node_pool,optional"`
+	// -progress-auth.
+	ProgressAuth *string `hcl:"progress_auth,optional"`
 }
 
 // connBlock is how to reach Nomad (the nomad block) or Consul (the consul
@@ -143,6 +145,7 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 	}
 	str("http-addr", &f.httpAddr, fc.HTTPAddr)
 	str("node-pool", &f.nodePool, fc.NodePool)
+	str("progress-auth", &f.progressAuth, fc.ProgressAuth)
 	str("log-level", &f.logLevel, fc.LogLevel)
 	str("id", &f.id, fc.ID)
 	if fc.LogJSON != nil && !set["log-json"] {
@@ -165,16 +168,14 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 		f.tenants = ts
 	}
 	if e := fc.Engine; e != nil {
-		num := func(key string, dst *float64, v *float64, positive bool) error {
+		// num sets dst to v when v is a number in [lo, hi]: the round
+		// engine's range for it (allocator/limits.go).
+		num := func(key string, dst *float64, v *float64, lo, hi float64, what string) error {
 			if v == nil {
 				return nil
 			}
-			if math.IsNaN(*v) || math.IsInf(*v, 0) || *v < 0 || (positive && *v == 0) {
-				want := "a finite number >= 0"
-				if positive {
-					want = "a finite number > 0"
-				}
-				return fmt.Errorf("%s: engine %s = %g: expected %s", path, key, *v, want)
+			if math.IsNaN(*v) || *v < lo || *v > hi {
+				return fmt.Errorf("%s: engine %s = %g: expected %s from %g to %g", path, key, *v, what, lo, hi)
 			}
 			*dst = *v
 			return nil
@@ -188,15 +189,15 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 				{"weights.jct", &eng.Weights.JCT, w.JCT}, {"weights.volume", &eng.Weights.Volume, w.Volume},
 				{"weights.switch", &eng.Weights.Switch, w.Switch}, {"weights.fairness", &eng.Weights.Fairness, w.Fairness},
 			} {
-				if err := num(x.key, x.dst, x.v, false); err != nil {
+				if err := num(x.key, x.dst, x.v, 0, allocator.MaxWeight, "a weight (0 turns the term off; default 1)"); err != nil {
 					return eng, err
 				}
 			}
 		}
-		if err := num("transfer_gbps", &eng.TransferGbps, e.TransferGbps, true); err != nil {
+		if err := num("transfer_gbps", &eng.TransferGbps, e.TransferGbps, allocator.MinTransferGbps, allocator.MaxTransferGbps, "a checkpoint transfer rate in Gbit/s (default 10)"); err != nil {
 			return eng, err
 		}
-		if err := num("restart_seconds", &eng.RestartSeconds, e.RestartSeconds, false); err != nil {
+		if err := num("restart_seconds", &eng.RestartSeconds, e.RestartSeconds, 0, allocator.MaxRestartSeconds, "a restart time in seconds (default 30)"); err != nil {
 			return eng, err
 		}
 		if v := e.VolumeTerm; v != nil {

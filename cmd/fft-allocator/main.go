@@ -39,6 +39,12 @@ const usage = `Usage: fft-allocator [options]
 Options:
 `
 
+// The values of -progress-auth.
+const (
+	progressAuthNomad = "nomad"
+	progressAuthNone  = "none"
+)
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
@@ -58,6 +64,9 @@ type flags struct {
 	id            string
 	leaderTTL     time.Duration
 	config        string
+	// progressAuth is how progress reports are authenticated: "nomad"
+	// (the task's workload identity, verified by Nomad) or "none".
+	progressAuth string
 	// engine is the round engine's configuration (defaults, then -config).
 	engine allocator.Config
 	// tenantWeights counts fft.weight in the fairness shares (-config's
@@ -93,6 +102,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	host, _ := os.Hostname()
 	fs.StringVar(&f.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "This replica's name in the leader lock.")
 	fs.DurationVar(&f.leaderTTL, "leader-ttl", 15*time.Second, "TTL of the leader lock's Consul session (at least 10s): a standby takes over within it when the leader dies.")
+	fs.StringVar(&f.progressAuth, "progress-auth", progressAuthNomad, `How PUT /v1/progress/<namespace>/<job> authenticates a report: "nomad" takes it only with the workload identity of one of the job's own running tasks (X-Nomad-Token: $NOMAD_TOKEN), verified by Nomad, which needs Nomad ACLs; "none" takes every report (clusters without ACLs).`)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -113,14 +123,23 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	if f.leaderTTL < consulstore.MinLeaderTTL {
 		return nil, fmt.Errorf("-leader-ttl=%s: want at least %s (Consul's minimum session TTL)", f.leaderTTL, consulstore.MinLeaderTTL)
 	}
-	if f.round < time.Second {
-		return nil, fmt.Errorf("-round=%s: want at least 1s", f.round)
+	if f.round < time.Second || f.round.Seconds() > allocator.MaxRoundSeconds {
+		return nil, fmt.Errorf("-round=%s: want at least 1s and at most %gs", f.round, allocator.MaxRoundSeconds)
+	}
+	f.engine.RoundSeconds = f.round.Seconds()
+	// loadConfig checked each engine setting; this catches any that a
+	// later change of the engine's ranges would leave unchecked.
+	if err := f.engine.Validate(); err != nil {
+		return nil, fmt.Errorf("engine settings: %w", err)
 	}
 	if f.minRoundGap < 0 {
 		return nil, fmt.Errorf("-min-round-gap=%s: want 0 (no early rounds) or more", f.minRoundGap)
 	}
 	if f.nodePool == "all" {
 		return nil, fmt.Errorf(`-node-pool=%q: Nomad's pool of every node holds no job back; name the GPU clients' pool, or "" for none`, f.nodePool)
+	}
+	if f.progressAuth != progressAuthNomad && f.progressAuth != progressAuthNone {
+		return nil, fmt.Errorf(`-progress-auth=%q: want "nomad" (the task's workload identity) or "none"`, f.progressAuth)
 	}
 	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
 		return nil, fmt.Errorf("-log-level=%q: want trace, debug, info, warn or error", f.logLevel)
@@ -174,13 +193,18 @@ func run(args []string, stderr io.Writer) int {
 			log.Error("listening for the HTTP API", "address", f.httpAddr, "error", err)
 			return 1
 		}
-		srv := &http.Server{Handler: live.Handler(svc), ReadHeaderTimeout: 10 * time.Second}
+		var hopts []live.HandlerOption
+		if f.progressAuth == progressAuthNomad {
+			hopts = append(hopts, live.WithTaskVerifier(nomadapi.NewIdentityVerifier(nc)))
+		}
+		srv := &http.Server{Handler: live.Handler(svc, hopts...), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
 		log.Info("HTTP API listening", "address", ln.Addr().String())
 	}
 	log.Info("starting", "id", f.id, "nomad", nc.Address(), "consul", ccfg.Scheme+"://"+ccfg.Address, "prefix", f.prefix,
-		"round", f.round, "policy", pol.Name(), "tenant_weights", f.tenantWeights, "min_round_gap", f.minRoundGap, "node_pool", f.nodePool)
+		"round", f.round, "policy", pol.Name(), "progress_auth", f.progressAuth, "tenant_weights", f.tenantWeights, "min_round_gap", f.minRoundGap,
+		"node_pool", f.nodePool)
 	if f.once {
 		if _, err := svc.RunRound(ctx); err != nil {
 			return 1

@@ -103,8 +103,12 @@ tenants {
 		{`round = "soon"`, `round = "soon": expected a duration`},
 		{`min_round_gap = "often"`, `min_round_gap = "often": expected a duration`},
 		{"engine {\n volume_term = \"most\"\n}", `engine volume_term = "most"`},
-		{"engine {\n transfer_gbps = 0\n}", "engine transfer_gbps = 0: expected a finite number > 0"},
+		{"engine {\n transfer_gbps = 0\n}", "engine transfer_gbps = 0: expected a checkpoint transfer rate in Gbit/s (default 10) from 1e-06 to 1e+09"},
 		{"engine {\n weights {\n jct = -1\n }\n}", "engine weights.jct = -1"},
+		{"engine {\n weights {\n volume = 1e300\n }\n}", "engine weights.volume = 1e+300: expected a weight (0 turns the term off; default 1) from 0 to 1e+06"},
+		{"engine {\n restart_seconds = -1\n}", "engine restart_seconds = -1: expected a restart time in seconds"},
+		{"engine {\n node_limit = -1\n}", "engine node_limit = -1"},
+		{`round = "5000000000s"`, "-round=1388888h53m20s: want at least 1s and at most 1e+09s"},
 		{`colour = "blue"`, `Unsupported argument`},
 		{"consul {\n colour = \"blue\"\n}", `Unsupported argument; An argument named "colour"`},
 		// Type errors point at the line and column of the value.
@@ -261,4 +265,32 @@ func TestREADMEConfig(t *testing.T) {
 	if f.id != "allocator-1" || f.nomad.Address != "http://127.0.0.1:4646" || f.prefix != "nomad-fft/v1" || f.tenantWeights {
 		t.Errorf("README.md's example read as %+v", f)
 	}
+}
+
+// FuzzConfigFile: no -config file panics parse, a rejected one gets an
+// error that names the file, and an accepted one gives engine settings
+// the round engine accepts.
+func FuzzConfigFile(f *testing.F) {
+	f.Add("round = \"60s\"\nengine {\n weights {\n fairness = 2\n }\n transfer_gbps = 25\n}\n")
+	f.Add("engine {\n transfer_gbps = 1e-300\n restart_seconds = 1e300\n}\n")
+	f.Add("engine {\n weights {\n jct = -0\n switch = 1e6\n }\n node_limit = 9999999999\n}\n")
+	f.Add("nomad {\n address = \"http://x\"\n}\nconsul {\n prefix = \"\"\n}\nleader_ttl = \"-1s\"\n")
+	f.Add("{")
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, body string) {
+		p := filepath.Join(dir, "fuzz.hcl")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fl, err := parse([]string{"-config", p}, io.Discard)
+		if err != nil {
+			if !strings.Contains(err.Error(), "fuzz.hcl") && !strings.HasPrefix(err.Error(), "-") {
+				t.Fatalf("error %q names neither the file nor the flag", err)
+			}
+			return
+		}
+		if err := fl.engine.Validate(); err != nil {
+			t.Fatalf("accepted %q but the engine rejects its settings: %v", body, err)
+		}
+	})
 }

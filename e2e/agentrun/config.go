@@ -24,6 +24,8 @@ type NomadAgent struct {
 	// ConsulAddr is the Consul agent's HTTP address (127.0.0.1:port); "" leaves Nomad's
 	// default, 127.0.0.1:8500.
 	ConsulAddr string
+	// ACL turns Nomad's ACLs on (acl { enabled = true }); the cluster then needs bootstrapping.
+	ACL bool
 }
 
 // NomadClient is a Nomad client that runs raw_exec tasks and loads the device plugin with fake
@@ -59,6 +61,10 @@ func nomadCommon(a NomadAgent) string {
 	if a.ConsulAddr != "" {
 		consulAddr = "\n  address          = " + quote(a.ConsulAddr)
 	}
+	acl := ""
+	if a.ACL {
+		acl = "\nacl {\n  enabled = true\n}\n"
+	}
 	return fmt.Sprintf(`name                 = %s
 data_dir             = %s
 bind_addr            = "127.0.0.1"
@@ -82,7 +88,7 @@ consul {%s
   server_auto_join = false
   client_auto_join = false
 }
-`, quote(a.Name), quote(a.DataDir), quote(a.LogLevel), a.Ports.HTTP, a.Ports.RPC, a.Ports.Serf, consulAddr)
+%s`, quote(a.Name), quote(a.DataDir), quote(a.LogLevel), a.Ports.HTTP, a.Ports.RPC, a.Ports.Serf, consulAddr, acl)
 }
 
 // NomadServerConfig is the configuration of a Nomad server that elects itself.
@@ -151,6 +157,14 @@ func ConsulDevArgs(dataDir string, p ConsulPorts) []string {
 		"-hcl", fmt.Sprintf("ports { http = %d, server = %d, serf_lan = %d, serf_wan = %d, dns = -1, grpc = -1, grpc_tls = -1 }",
 			p.HTTP, p.Server, p.SerfLAN, p.SerfWAN),
 		"-hcl", "disable_update_check = true"}
+}
+
+// ConsulACLArgs are the flags that turn a dev agent's ACLs on with default deny: management is
+// both the initial management token and the agent's own token (so the agent can register its
+// node, which sessions need).
+func ConsulACLArgs(management string) []string {
+	return []string{"-hcl", fmt.Sprintf(`acl { enabled = true, default_policy = "deny", tokens { initial_management = %s, agent = %s } }`,
+		quote(management), quote(management))}
 }
 
 // quote writes s as an HCL string literal (the values here are paths, names and addresses:

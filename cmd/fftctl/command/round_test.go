@@ -20,6 +20,18 @@ func TestRoundCommand(t *testing.T) {
 		"jobs": [{"id": "x", "gpus": 0, "work": 1, "throughput": {"V100": 1}}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The two cases of issue 13, as a new user typed them.
+	rho := filepath.Join(dir, "rho.json")
+	if err := os.WriteFile(rho, []byte(`{"round": 4, "models": [{"name": "A", "gpus": 1}],
+		"jobs": [{"id": "x", "arrival": 2, "gpus": 1, "work": 10, "throughput": {"A": 1}}],
+		"fairness": {"jobs": {"x": {"arrival": 2, "work": 10, "tau": 1, "rho": -1e300}}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge.json")
+	if err := os.WriteFile(huge, []byte(`{"round": 1, "models": [{"name": "A", "gpus": 1}],
+		"jobs": [{"id": "x", "gpus": 1, "work": 1e308, "throughput": {"A": 1e-308}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	good := filepath.Join(dir, "good.json")
 	if err := os.WriteFile(good, allocator.ExampleRound(), 0o644); err != nil {
 		t.Fatal(err)
@@ -34,6 +46,8 @@ func TestRoundCommand(t *testing.T) {
 		{"file as table", []string{good}, 0, "resnet50-a", ""},
 		{"print example", []string{"-example"}, 0, `"round": 12`, ""},
 		{"bad field named", []string{bad}, 1, "", `job "x": field "gpus" = 0`},
+		{"negative rho", []string{rho}, 1, "", `job "x": field "fairness.jobs.rho" = -1e+300: must be a number in [0, 1e+100]`},
+		{"overflowing work, -json", []string{"-json", huge}, 1, "", `job "x": field "work" = 1e+308: must be a finite number > 0 and at most 1e+15`},
 		{"missing file", []string{filepath.Join(dir, "nope.json")}, 1, "", "no such file"},
 		{"two files", []string{good, good}, 1, "", "at most one argument"},
 		{"bad flag", []string{"-nope"}, 1, "", "flag provided but not defined"},

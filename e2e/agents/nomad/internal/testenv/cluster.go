@@ -29,9 +29,18 @@ type FakeGPUClient struct {
 // Cluster is one Nomad server and its clients, each on its own ports and data dir.
 type Cluster struct {
 	Server *Agent
-	API    *api.Client
+	// API is a client of the server; with ACLs it carries ManagementToken.
+	API *api.Client
 	// NodeIDs maps client name to node ID.
 	NodeIDs map[string]string
+	// ManagementToken is the bootstrap token's secret when ACLs are on, else "".
+	ManagementToken string
+}
+
+// ClusterOptions are StartClusterWith's choices; the zero value is StartCluster's cluster.
+type ClusterOptions struct {
+	// ACL turns Nomad's ACLs on in every agent and bootstraps them (Cluster.ManagementToken).
+	ACL bool
 }
 
 // StartCluster starts a Nomad server and one client per FakeGPUClient under root, each
@@ -40,6 +49,12 @@ type Cluster struct {
 // test ends.
 func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cluster {
 	t.Helper()
+	return StartClusterWith(t, nomad, root, clients, ClusterOptions{})
+}
+
+// StartClusterWith is StartCluster with options.
+func StartClusterWith(t testing.TB, nomad, root string, clients []FakeGPUClient, opts ClusterOptions) *Cluster {
+	t.Helper()
 	pluginDir := PluginDir(t)
 	ports := FreePorts(t, 3*(1+len(clients)))
 	at := func(i int) agentrun.NomadPorts {
@@ -47,7 +62,7 @@ func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cl
 	}
 	// Each agent's data is in root/<node name>; DEBUG logs help when a test fails.
 	agent := func(name string, p agentrun.NomadPorts) agentrun.NomadAgent {
-		return agentrun.NomadAgent{Name: name, DataDir: filepath.Join(root, name), LogLevel: "DEBUG", Ports: p}
+		return agentrun.NomadAgent{Name: name, DataDir: filepath.Join(root, name), LogLevel: "DEBUG", Ports: p, ACL: opts.ACL}
 	}
 
 	sp := at(0)
@@ -63,6 +78,9 @@ func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cl
 		}
 		return nil
 	})
+	if opts.ACL {
+		bootstrap(t, c)
+	}
 
 	var agents []*Agent
 	for i, fc := range clients {
@@ -113,6 +131,20 @@ func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cl
 		return nil
 	})
 	return c
+}
+
+// bootstrap creates the cluster's management token and has c.API use it.
+func bootstrap(t testing.TB, c *Cluster) {
+	t.Helper()
+	Eventually(t, 30*time.Second, 250*time.Millisecond, "ACL bootstrap", func() error {
+		tok, _, err := c.API.ACLTokens().Bootstrap(nil)
+		if err != nil {
+			return err
+		}
+		c.ManagementToken = tok.SecretID
+		return nil
+	})
+	c.API.SetSecretID(c.ManagementToken)
 }
 
 // nodePoolOr returns the pool a client with this setting ends up in.
