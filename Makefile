@@ -54,17 +54,15 @@ agents:
 
 vet:
 	$(GO) vet ./...
-	cd e2e/agentrun && $(GO) vet ./...
 	cd e2e/agents/nomad && $(GO) vet ./...
 	cd e2e/agents/consul && $(GO) vet ./...
 
-## unit: the main module's tests, and those of e2e/agentrun (its own
-## module, which the dev cluster and the e2e tests share). The Consul store
+## unit: the main module's tests (e2e/agentrun, which the dev cluster and
+## the e2e tests share, is one of its packages). The Consul store
 ## tests use the cached Consul agent (FFT_E2E=1 makes its absence a failure).
 unit:
 	consul_bin=$$(e2e/agents/build-consul.sh) && \
 	FFT_E2E=1 FFT_CONSUL_BIN=$$consul_bin FFT_REQUIRE_GLPSOL=1 $(GO) test -count=1 ./...
-	cd e2e/agentrun && $(GO) test -count=1 ./...
 
 ## e2e: builds the Nomad agent once from the pinned MPL module into the
 ## ignored .cache folder (e2e/agents/build.sh), then runs the tests that

@@ -12,7 +12,7 @@ require (
 	github.com/hashicorp/hcl/v2 v2.9.2-0.20220525143345-ab3cae0737bc
 	github.com/hashicorp/nomad v1.6.1
 	github.com/hashicorp/nomad/api v0.0.0-20261016150620-df630b26e78a
-	github.com/nomad-fft/nomad-fft/e2e/agentrun v0.0.0
+	github.com/zclconf/go-cty v1.12.1
 	gonum.org/v1/gonum v0.17.0
 	gonum.org/v1/plot v0.17.0
 )
@@ -62,7 +62,6 @@ require (
 	github.com/posener/complete v1.2.3 // indirect
 	github.com/shopspring/decimal v1.3.1 // indirect
 	github.com/spf13/cast v1.5.0 // indirect
-	github.com/zclconf/go-cty v1.12.1 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/exp v0.0.0-20260218203240-3dfff04db8fa // indirect
 	golang.org/x/image v0.30.0 // indirect
@@ -73,7 +72,3 @@ require (
 	google.golang.org/grpc v1.53.0 // indirect
 	google.golang.org/protobuf v1.36.8 // indirect
 )
-
-// The agent launcher shared with the e2e/agents/nomad module lives in this repository and is
-// never published: always use the checked-out copy (e2e/agentrun/doc.go).
-replace github.com/nomad-fft/nomad-fft/e2e/agentrun => ./e2e/agentrun

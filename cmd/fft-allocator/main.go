@@ -19,6 +19,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/live"
 	"github.com/nomad-fft/nomad-fft/allocator/nomadapi"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
+	"github.com/nomad-fft/nomad-fft/cmd/internal/version"
 	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
 )
 
@@ -38,7 +39,7 @@ Options:
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 type flags struct {
@@ -56,6 +57,7 @@ type flags struct {
 	id            string
 	leaderTTL     time.Duration
 	config        string
+	version       bool
 	// engine is the round engine's configuration (defaults, then -config).
 	engine allocator.Config
 	// tenantWeights counts fft.weight in the fairness shares (-config's
@@ -71,6 +73,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
 	}
+	fs.BoolVar(&f.version, "version", false, "Print the version and the commit it was built from, and exit.")
 	fs.StringVar(&f.config, "config", "", "An HCL (or .json) configuration file; flags given on the command line override it, and it overrides the environment.")
 	f.nomad.Flags(fs, "nomad-", "Nomad", connect.NomadEnv)
 	f.consul.Flags(fs, "consul-", "Consul", connect.ConsulEnv)
@@ -87,6 +90,9 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.leaderTTL, "leader-ttl", 15*time.Second, "TTL of the leader lock's Consul session (at least 10s): a standby takes over within it when the leader dies.")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if f.version {
+		return f, nil
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
@@ -120,7 +126,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	return f, nil
 }
 
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	f, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -128,6 +134,10 @@ func run(args []string, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "fft-allocator: %v\n", err)
 		return 2
+	}
+	if f.version {
+		fmt.Fprintln(stdout, "fft-allocator "+version.Get().String())
+		return 0
 	}
 	log := hclog.New(&hclog.LoggerOptions{
 		Name: "fft-allocator", Level: hclog.LevelFromString(f.logLevel), JSONFormat: f.logJSON, Output: stderr,
