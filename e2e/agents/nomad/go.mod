@@ -3,9 +3,9 @@ module github.com/nomad-fft/nomad-fft/e2e/agents/nomad
 go 1.26.7
 
 // Nomad 1.6.1 agent and plugin loader (see ../build.sh and the tests under this folder).
-// nomad/api must be the v1.6.1-era pseudo-version below: older and newer api versions do not
-// compile nomad 1.6.1. Nomad's own replace lines (from its v1.6.1 go.mod) are copied, since a
-// dependency's replaces are ignored.
+// nomad/api must be the v1.6.1-era pseudo-version pinned by the last replace block: older and
+// newer api versions do not compile nomad 1.6.1. Nomad's own replace lines (from its v1.6.1
+// go.mod) are copied, since a dependency's replaces are ignored.
 replace (
 	github.com/Microsoft/go-winio => github.com/endocrimes/go-winio v0.4.13-0.20190628114223-fb47a8b41948
 	github.com/armon/go-metrics => github.com/armon/go-metrics v0.0.0-20230509193637-d9ca9af9f1f9
@@ -18,6 +18,7 @@ require (
 	github.com/hashicorp/nomad v1.6.1
 	github.com/hashicorp/nomad/api v0.0.0-20261016150620-df630b26e78a
 	github.com/nomad-fft/nomad-fft v0.0.0
+	golang.org/x/mod v0.41.0
 )
 
 require (
@@ -254,7 +255,6 @@ require (
 	go.opencensus.io v0.24.0 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/exp v0.0.0-20260218203240-3dfff04db8fa // indirect
-	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/oauth2 v0.4.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
