@@ -6,8 +6,10 @@ GO       ?= go
 BIN      := bin
 # DEV_ARGS are more fftctl dev flags, e.g. make dev DEV_ARGS="-round 5s".
 DEV_ARGS ?=
+# VERSION is the release version for `make release`, e.g. make release VERSION=0.1.0.
+VERSION  ?=
 
-.PHONY: all build dev run round test deps agents vet unit e2e bench bench-e2e fuzz clean
+.PHONY: all build dev run round test deps agents vet unit e2e bench bench-e2e fuzz release clean
 
 all: build
 
@@ -90,5 +92,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime 30s ./driver/device/
 	$(GO) test -run '^$$' -fuzz FuzzParseTrace -fuzztime 30s ./allocator/sim/
 
+## release: versioned archives of every binary for linux/amd64 and linux/arm64
+## in dist/ (<name>_<version>_<os>_<arch>.zip and nomad-fft_<version>_SHA256SUMS),
+## checked to run; VERSION=0.1.0 names the version (default: the latest v* tag).
+release:
+	VERSION=$(VERSION) .ci/release
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

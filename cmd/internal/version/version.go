@@ -38,7 +38,8 @@ func Get() Info {
 // resolve prefers the link-time values and fills what they leave empty from bi (nil when the
 // binary has none).
 func resolve(version, commit string, bi *debug.BuildInfo) Info {
-	info := Info{Version: version, Commit: commit}
+	// make release marks a build from a work tree with uncommitted changes "<sha>-dirty".
+	info := Info{Version: version, Commit: strings.TrimSuffix(commit, "-dirty"), Modified: strings.HasSuffix(commit, "-dirty")}
 	if bi != nil {
 		// "(devel)" is what Go records for a build of the main module in its own checkout.
 		if info.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
@@ -51,7 +52,9 @@ func resolve(version, commit string, bi *debug.BuildInfo) Info {
 					info.Commit = s.Value
 				}
 			case "vcs.modified":
-				info.Modified = commit == "" && s.Value == "true"
+				if commit == "" {
+					info.Modified = s.Value == "true"
+				}
 			}
 		}
 	}

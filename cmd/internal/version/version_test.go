@@ -25,6 +25,8 @@ func TestResolve(t *testing.T) {
 			Info{Version: "v0.1.0", Commit: "0123456789abcdef0123", Modified: true}, "v0.1.0 (commit 0123456789ab, modified)", "0.1.0"},
 		{"ldflags win over build info", "v0.2.0-rc.1", "feedbeef", stamped,
 			Info{Version: "v0.2.0-rc.1", Commit: "feedbeef"}, "v0.2.0-rc.1 (commit feedbeef)", "0.2.0-rc.1"},
+		{"release from a dirty tree", "v0.1.0", "feedbeef-dirty", nil,
+			Info{Version: "v0.1.0", Commit: "feedbeef", Modified: true}, "v0.1.0 (commit feedbeef, modified)", "0.1.0"},
 		{"checkout build", "", "", devel, Info{Version: Dev}, "dev (commit unknown)", "0.0.0-dev"},
 		{"no build info", "", "", nil, Info{Version: Dev}, "dev (commit unknown)", "0.0.0-dev"},
 		{"pseudo-version", "", "", &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261201085311-ceeca53aa1b2"}},
