@@ -54,8 +54,11 @@ agents:
 	e2e/agents/build.sh >/dev/null
 	e2e/agents/build-consul.sh >/dev/null
 
+## vet: go vet in every module, and the check that the e2e module still builds
+## the Nomad agent from its pinned module versions (e2e/agents/pin.sh).
 vet:
 	$(GO) vet ./...
+	e2e/agents/pin.sh
 	cd e2e/agents/nomad && $(GO) vet ./...
 	cd e2e/agents/consul && $(GO) vet ./...
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -16,7 +15,7 @@ import (
 //
 //	GET /v1/health                     200 {"status":"ok"} while the last round succeeded (or none ran yet), else 503
 //	GET /v1/status                     the Status as JSON
-//	GET /v1/metrics                    Prometheus text exposition
+//	GET /v1/metrics                    Prometheus metrics, when WithMetrics gives their handler
 //	PUT /v1/progress/{namespace}/{job} a job's progress report (POST works too)
 //
 // A progress report's body is the work units the job has done, a plain
@@ -27,7 +26,11 @@ import (
 // standby replica takes reports as well as the leader. From a task:
 //
 //	curl -fsS -X PUT --data 42 http://127.0.0.1:4650/v1/progress/$NOMAD_NAMESPACE/$NOMAD_JOB_ID
-func Handler(s *Service) http.Handler {
+func Handler(s *Service, opts ...HandlerOption) http.Handler {
+	var o handlerOptions
+	for _, f := range opts {
+		f(&o)
+	}
 	mux := http.NewServeMux()
 	progress := progressHandler(s)
 	mux.Handle("PUT /v1/progress/{namespace}/{job}", progress)
@@ -43,11 +46,23 @@ func Handler(s *Service) http.Handler {
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.Status())
 	})
-	mux.HandleFunc("GET /v1/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		writeMetrics(w, s.Status())
-	})
+	if o.metrics != nil {
+		mux.Handle("GET /v1/metrics", o.metrics)
+	}
 	return mux
+}
+
+// HandlerOption configures Handler.
+type HandlerOption func(*handlerOptions)
+
+type handlerOptions struct {
+	metrics http.Handler
+}
+
+// WithMetrics serves h on GET /v1/metrics (package allocator/telemetry's Prometheus handler,
+// which imports this package and so cannot be wired from here).
+func WithMetrics(h http.Handler) HandlerOption {
+	return func(o *handlerOptions) { o.metrics = h }
 }
 
 // maxProgressBody bounds a progress report's body; a number or a small
@@ -149,60 +164,4 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false) // read by people and scripts, not embedded in HTML
 	_ = enc.Encode(v)
-}
-
-// writeMetrics writes the status as Prometheus metrics (text format 0.0.4).
-func writeMetrics(w http.ResponseWriter, st Status) {
-	metric := func(name, typ, help string, lines ...string) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-		for _, l := range lines {
-			fmt.Fprintf(w, "%s%s\n", name, l)
-		}
-	}
-	num := func(v float64) string { return fmt.Sprintf(" %g", v) }
-	metric("fft_rounds_total", "counter", "Rounds run since start.", num(float64(st.Rounds)))
-	metric("fft_round_failures_total", "counter", "Rounds that failed.", num(float64(st.Failures)))
-	metric("fft_early_rounds_total", "counter", "Recorded rounds run before the schedule because a job arrived or finished.", num(float64(st.EarlyRounds)))
-	metric("fft_api_calls_total", "counter", "Nomad API calls made by recorded rounds and by the watcher between them.", num(float64(st.APICalls)))
-	metric("fft_apply_conflicts_total", "counter", "Check-and-set job writes lost to concurrent updates.", num(float64(st.Conflicts)))
-	metric("fft_apply_errors_total", "counter", "Failed job writes other than conflicts.", num(float64(st.ApplyErrors)))
-	var applied []string
-	for _, a := range []Action{ActionStart, ActionMigrate, ActionPark} {
-		applied = append(applied, fmt.Sprintf("{action=%q} %d", a, st.Applied[a]))
-	}
-	metric("fft_applied_changes_total", "counter", "Changes applied to jobs, by action.", applied...)
-	if last := st.Last; last != nil {
-		total := 0.0
-		for _, d := range last.Phases {
-			total += d
-		}
-		metric("fft_round_duration_seconds", "gauge", "Duration of the last recorded round.", num(total))
-		metric("fft_solve_seconds", "gauge", "Solve phase of the last recorded round.", num(last.SolveSeconds))
-		metric("fft_round", "gauge", "Number of the last recorded round.", num(float64(last.Round)))
-	}
-	states := map[string]int{StatusWaiting: 0, StatusRunning: 0, StatusFinished: 0, StatusFailed: 0, StatusNoFit: 0}
-	var rho []string
-	ids := make([]string, 0, len(st.Jobs))
-	for id := range st.Jobs {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		r := st.Jobs[id]
-		states[r.Status]++
-		if r.Status == StatusWaiting || r.Status == StatusRunning {
-			rho = append(rho, fmt.Sprintf("{job=\"%s\"} %g", escape(id), r.Rho))
-		}
-	}
-	var lines []string
-	for _, k := range []string{StatusWaiting, StatusRunning, StatusFinished, StatusFailed, StatusNoFit} {
-		lines = append(lines, fmt.Sprintf("{state=%q} %d", k, states[k]))
-	}
-	metric("fft_jobs", "gauge", "Jobs in the ledger by state.", lines...)
-	metric("fft_rho", "gauge", "Fairness compensation rho of each active job.", rho...)
-}
-
-// escape writes a Prometheus label value: backslash, quote and newline escaped.
-func escape(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/live"
 	"github.com/nomad-fft/nomad-fft/allocator/nomadapi"
+	"github.com/nomad-fft/nomad-fft/allocator/telemetry"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/version"
 	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
@@ -53,6 +54,7 @@ type flags struct {
 	httpAddr      string
 	logLevel      string
 	logJSON       bool
+	metricsPerJob bool
 	once          bool
 	id            string
 	leaderTTL     time.Duration
@@ -83,7 +85,8 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.nodePool, "node-pool", "gpu", `Nomad node pool of the GPU clients: capacity counts its nodes only, and a managed job outside it is held until a round moves it in. "" counts every node and holds jobs with the gate constraint alone.`)
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:4650", "Address of the HTTP API (/v1/health, /v1/status, /v1/metrics, /v1/progress); empty disables it.")
 	fs.StringVar(&f.logLevel, "log-level", "info", "Log level: trace, debug, info, warn or error.")
-	fs.BoolVar(&f.logJSON, "log-json", false, "Write logs as JSON.")
+	fs.BoolVar(&f.logJSON, "log-json", false, "Write logs as JSON, one object a line (the per-round audit events included).")
+	fs.BoolVar(&f.metricsPerJob, "metrics-per-job", false, "Export one fft_job_rho series per active job on /v1/metrics (off: at thousands of jobs that is too many series).")
 	fs.BoolVar(&f.once, "once", false, "Run one round and exit (status 1 if it failed). It does not take the leader lock.")
 	host, _ := os.Hostname()
 	fs.StringVar(&f.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "This replica's name in the leader lock.")
@@ -159,8 +162,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cfg.RoundSeconds = f.round.Seconds()
 	na := nomadapi.New(nc, log.Named("nomad")).WithNodePool(f.nodePool)
 	store := consulstore.New(cc, f.prefix).WithLog(log.Named("leader").Info)
+	// The metrics read the service's status, and the service reports each round to them: set
+	// metrics before the first round runs.
+	var metrics *telemetry.Metrics
+	audit := telemetry.NewAudit(log)
 	svc := live.New(na, na, store, live.WithConfig(cfg), live.WithLogger(log), live.WithTenantWeights(f.tenantWeights),
-		live.WithEarlyRounds(f.minRoundGap))
+		live.WithEarlyRounds(f.minRoundGap), live.WithRoundHook(func(rec *live.RoundRecord, err error) {
+			metrics.ObserveRound(rec, err)
+			audit.ObserveRound(rec, err)
+		}))
+	metrics = telemetry.New(svc, telemetry.WithPerJob(f.metricsPerJob))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -170,13 +181,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			log.Error("listening for the HTTP API", "address", f.httpAddr, "error", err)
 			return 1
 		}
-		srv := &http.Server{Handler: live.Handler(svc), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: live.Handler(svc, live.WithMetrics(metrics.Handler())), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
 		log.Info("HTTP API listening", "address", ln.Addr().String())
 	}
 	log.Info("starting", "id", f.id, "nomad", nc.Address(), "consul", ccfg.Scheme+"://"+ccfg.Address, "prefix", f.prefix,
-		"round", f.round, "tenant_weights", f.tenantWeights, "min_round_gap", f.minRoundGap, "node_pool", f.nodePool)
+		"round", f.round, "tenant_weights", f.tenantWeights, "min_round_gap", f.minRoundGap, "node_pool", f.nodePool,
+		"version", version.Get().String())
 	if f.once {
 		if _, err := svc.RunRound(ctx); err != nil {
 			return 1

@@ -61,7 +61,7 @@ require (
 	github.com/boltdb/bolt v1.3.1 // indirect
 	github.com/brianvoe/gofakeit/v6 v6.20.1 // indirect
 	github.com/cenkalti/backoff/v3 v3.2.2 // indirect
-	github.com/cespare/xxhash/v2 v2.2.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/checkpoint-restore/go-criu/v5 v5.3.0 // indirect
 	github.com/cheggaaa/pb/v3 v3.0.5 // indirect
 	github.com/cilium/ebpf v0.9.1 // indirect
@@ -214,10 +214,10 @@ require (
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/posener/complete v1.2.3 // indirect
 	github.com/power-devops/perfstat v0.0.0-20210106213030-5aafc221ea8c // indirect
-	github.com/prometheus/client_golang v1.14.0 // indirect
-	github.com/prometheus/client_model v0.3.0 // indirect
-	github.com/prometheus/common v0.39.0 // indirect
-	github.com/prometheus/procfs v0.8.0 // indirect
+	github.com/prometheus/client_golang v1.23.2 // indirect
+	github.com/prometheus/client_model v0.6.2 // indirect
+	github.com/prometheus/common v0.66.1 // indirect
+	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/renier/xmlrpc v0.0.0-20170708154548-ce4a1a486c03 // indirect
 	github.com/rivo/uniseg v0.2.0 // indirect
 	github.com/rogpeppe/go-internal v1.9.0 // indirect
@@ -281,15 +281,15 @@ require (
 )
 
 // The tests import the agent launcher (e2e/agentrun) of the main module, always from this
-// checkout. This module is never installed, so the replace costs users nothing.
+// checkout. This module is never installed, so the replace costs users nothing. The main
+// module's newer requirements would raise modules the agent build shares; the pin block below
+// (../pin.sh) keeps every module the agent and the tests compile at pinned-modules.txt.
 replace github.com/nomad-fft/nomad-fft => ../../..
 
-// Requiring the main module (for e2e/agentrun) would raise these modules above what the Nomad
-// 1.6.1 agent build and the tests were pinned with (the main module needs a newer nomad/api,
-// consul/api and x/ modules). Pinning them keeps this module's build list exactly as it was, so
-// the agent built from it is unchanged. Regenerate after a main-module upgrade: compare
-// `go list -m all` here with and without the main module's requirement.
+// BEGIN pins: written by e2e/agents/pin.sh -w from pinned-modules.txt; do not edit.
 replace (
+	cloud.google.com/go/compute/metadata => cloud.google.com/go/compute/metadata v0.2.3
+	github.com/cespare/xxhash/v2 => github.com/cespare/xxhash/v2 v2.2.0
 	github.com/davecgh/go-spew => github.com/davecgh/go-spew v1.1.1
 	github.com/fatih/color => github.com/fatih/color v1.15.0
 	github.com/golang/protobuf => github.com/golang/protobuf v1.5.2
@@ -298,7 +298,6 @@ replace (
 	github.com/google/uuid => github.com/google/uuid v1.3.0
 	github.com/gorilla/websocket => github.com/gorilla/websocket v1.5.0
 	github.com/hashicorp/consul/api => github.com/hashicorp/consul/api v1.18.0
-	github.com/hashicorp/consul/sdk => github.com/hashicorp/consul/sdk v0.13.0
 	github.com/hashicorp/cronexpr => github.com/hashicorp/cronexpr v1.1.2
 	github.com/hashicorp/go-hclog => github.com/hashicorp/go-hclog v1.5.0
 	github.com/hashicorp/go-sockaddr => github.com/hashicorp/go-sockaddr v1.0.2
@@ -308,22 +307,27 @@ replace (
 	github.com/hashicorp/memberlist => github.com/hashicorp/memberlist v0.5.0
 	github.com/hashicorp/nomad/api => github.com/hashicorp/nomad/api v0.0.0-20230721134942-515895c7690c
 	github.com/hashicorp/serf => github.com/hashicorp/serf v0.10.1
+	github.com/klauspost/compress => github.com/klauspost/compress v1.15.11
 	github.com/mattn/go-colorable => github.com/mattn/go-colorable v0.1.13
 	github.com/mattn/go-isatty => github.com/mattn/go-isatty v0.0.17
 	github.com/miekg/dns => github.com/miekg/dns v1.1.50
 	github.com/pmezard/go-difflib => github.com/pmezard/go-difflib v1.0.0
+	github.com/prometheus/client_golang => github.com/prometheus/client_golang v1.14.0
+	github.com/prometheus/client_model => github.com/prometheus/client_model v0.3.0
+	github.com/prometheus/common => github.com/prometheus/common v0.39.0
+	github.com/prometheus/procfs => github.com/prometheus/procfs v0.8.0
+	github.com/rogpeppe/go-internal => github.com/rogpeppe/go-internal v1.9.0
 	github.com/shoenig/test => github.com/shoenig/test v0.6.6
-	github.com/stretchr/objx => github.com/stretchr/objx v0.5.0
 	github.com/stretchr/testify => github.com/stretchr/testify v1.8.4
 	golang.org/x/crypto => golang.org/x/crypto v0.7.0
 	golang.org/x/exp => golang.org/x/exp v0.0.0-20230321023759-10a507213a29
-	golang.org/x/image => golang.org/x/image v0.0.0-20190802002840-cff245a6509b
-	golang.org/x/mod => golang.org/x/mod v0.8.0
 	golang.org/x/net => golang.org/x/net v0.8.0
+	golang.org/x/oauth2 => golang.org/x/oauth2 v0.4.0
 	golang.org/x/sync => golang.org/x/sync v0.1.0
 	golang.org/x/sys => golang.org/x/sys v0.7.0
 	golang.org/x/term => golang.org/x/term v0.6.0
 	golang.org/x/text => golang.org/x/text v0.8.0
-	golang.org/x/tools => golang.org/x/tools v0.6.0
 	google.golang.org/protobuf => google.golang.org/protobuf v1.30.0
 )
+
+// END pins
