@@ -40,6 +40,19 @@ type Cluster struct {
 // test ends.
 func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cluster {
 	t.Helper()
+	return StartClusterWith(t, nomad, root, clients, ClusterOptions{})
+}
+
+// ClusterOptions are the settings of a cluster that most tests leave out.
+type ClusterOptions struct {
+	// ConsulAddrs, when set, are the Consul agents (127.0.0.1:port), one per client in order,
+	// that the clients register job services with and run their checks through.
+	ConsulAddrs []string
+}
+
+// StartClusterWith is StartCluster with options.
+func StartClusterWith(t testing.TB, nomad, root string, clients []FakeGPUClient, o ClusterOptions) *Cluster {
+	t.Helper()
 	pluginDir := PluginDir(t)
 	ports := FreePorts(t, 3*(1+len(clients)))
 	at := func(i int) agentrun.NomadPorts {
@@ -67,8 +80,12 @@ func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cl
 	var agents []*Agent
 	for i, fc := range clients {
 		p := at(i + 1)
+		a := agent("fft-e2e-"+fc.Name, p)
+		if i < len(o.ConsulAddrs) {
+			a.ConsulAddr = o.ConsulAddrs[i]
+		}
 		agents = append(agents, StartAgent(t, nomad, fc.Name, root, p, agentrun.NomadClientConfig(agentrun.NomadClient{
-			NomadAgent:   agent("fft-e2e-"+fc.Name, p),
+			NomadAgent:   a,
 			Server:       server.RPCAddr,
 			NodePool:     fc.NodePool,
 			CgroupParent: "fft-e2e-" + fc.Name,
