@@ -16,6 +16,7 @@ import (
 //	GET /v1/health                     200 {"status":"ok"} while the last round succeeded (or none ran yet), else 503
 //	GET /v1/status                     the Status as JSON
 //	GET /v1/metrics                    Prometheus metrics, when WithMetrics gives their handler
+//	GET /ui                            the status page, when WithUI gives its handler
 //	PUT /v1/progress/{namespace}/{job} a job's progress report (POST works too)
 //
 // A progress report's body is the work units the job has done, a plain
@@ -49,6 +50,9 @@ func Handler(s *Service, opts ...HandlerOption) http.Handler {
 	if o.metrics != nil {
 		mux.Handle("GET /v1/metrics", o.metrics)
 	}
+	if o.ui != nil {
+		mux.Handle("GET /ui", o.ui)
+	}
 	return mux
 }
 
@@ -56,7 +60,7 @@ func Handler(s *Service, opts ...HandlerOption) http.Handler {
 type HandlerOption func(*handlerOptions)
 
 type handlerOptions struct {
-	metrics http.Handler
+	metrics, ui http.Handler
 }
 
 // WithMetrics serves h on GET /v1/metrics (package allocator/telemetry's Prometheus handler,
@@ -164,4 +168,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false) // read by people and scripts, not embedded in HTML
 	_ = enc.Encode(v)
+}
+
+// WithUI serves h on GET /ui (package allocator/ui's status page).
+func WithUI(h http.Handler) HandlerOption {
+	return func(o *handlerOptions) { o.ui = h }
 }

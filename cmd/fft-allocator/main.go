@@ -19,6 +19,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/live"
 	"github.com/nomad-fft/nomad-fft/allocator/nomadapi"
 	"github.com/nomad-fft/nomad-fft/allocator/telemetry"
+	"github.com/nomad-fft/nomad-fft/allocator/ui"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/version"
 	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
@@ -83,7 +84,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.round, "round", 300*time.Second, "Round length R.")
 	fs.DurationVar(&f.minRoundGap, "min-round-gap", 5*time.Second, "Least time between the starts of two rounds when a job's arrival or finish brings a round forward (a burst is one round); 0 turns early rounds off.")
 	fs.StringVar(&f.nodePool, "node-pool", "gpu", `Nomad node pool of the GPU clients: capacity counts its nodes only, and a managed job outside it is held until a round moves it in. "" counts every node and holds jobs with the gate constraint alone.`)
-	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:4650", "Address of the HTTP API (/v1/health, /v1/status, /v1/metrics, /v1/progress); empty disables it.")
+	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:4650", "Address of the HTTP API (/v1/health, /v1/status, /v1/metrics, /v1/progress) and the status page (/ui); empty disables it.")
 	fs.StringVar(&f.logLevel, "log-level", "info", "Log level: trace, debug, info, warn or error.")
 	fs.BoolVar(&f.logJSON, "log-json", false, "Write logs as JSON, one object a line (the per-round audit events included).")
 	fs.BoolVar(&f.metricsPerJob, "metrics-per-job", false, "Export one fft_job_rho series per active job on /v1/metrics (off: at thousands of jobs that is too many series).")
@@ -166,10 +167,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// metrics before the first round runs.
 	var metrics *telemetry.Metrics
 	audit := telemetry.NewAudit(log)
+	history := ui.NewHistory(0)
 	svc := live.New(na, na, store, live.WithConfig(cfg), live.WithLogger(log), live.WithTenantWeights(f.tenantWeights),
 		live.WithEarlyRounds(f.minRoundGap), live.WithRoundHook(func(rec *live.RoundRecord, err error) {
 			metrics.ObserveRound(rec, err)
 			audit.ObserveRound(rec, err)
+			history.ObserveRound(rec, err)
 		}))
 	metrics = telemetry.New(svc, telemetry.WithPerJob(f.metricsPerJob))
 
@@ -181,7 +184,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			log.Error("listening for the HTTP API", "address", f.httpAddr, "error", err)
 			return 1
 		}
-		srv := &http.Server{Handler: live.Handler(svc, live.WithMetrics(metrics.Handler())), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: live.Handler(svc, live.WithMetrics(metrics.Handler()), live.WithUI(ui.Handler(svc, history))), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
 		log.Info("HTTP API listening", "address", ln.Addr().String())
