@@ -8,12 +8,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/nomad-fft/nomad-fft/e2e/agents/nomad/internal/testenv"
 )
@@ -28,11 +31,17 @@ func TestAllocatorRunsFromItsJobspec(t *testing.T) {
 	bin := testenv.MainBinary(t, "fft-allocator")
 	root := testenv.TempDir(t)
 	cs := testenv.StartConsul(t, consul, root)
-	// One Consul agent per Nomad client, as on real hosts.
-	ca, cb := testenv.StartConsulClient(t, consul, root, "host-a", cs), testenv.StartConsulClient(t, consul, root, "host-b", cs)
-	c := testenv.StartClusterWith(t, nomad, root, []testenv.FakeGPUClient{
+	// Two hosts in the default pool for the replicas, a GPU client in the allocator's pool for
+	// its rounds to see, and one Consul agent per Nomad client, as on real hosts.
+	clients := []testenv.FakeGPUClient{
 		{Name: "host-a", Model: modelA100, Count: 1}, {Name: "host-b", Model: modelA100, Count: 1},
-	}, testenv.ClusterOptions{ConsulAddrs: []string{ca.HTTP, cb.HTTP}})
+		{Name: "gpu-1", Model: modelA100, Count: 2, NodePool: gpuPool},
+	}
+	var agents []string
+	for _, cl := range clients {
+		agents = append(agents, testenv.StartConsulClient(t, consul, root, cl.Name, cs).HTTP)
+	}
+	c := testenv.StartClusterWith(t, nomad, root, clients, testenv.ClusterOptions{ConsulAddrs: agents})
 
 	// The tokens the template reads; this cluster runs without ACLs, so any value serves.
 	if _, _, err := c.API.Variables().Create(&api.Variable{Path: "nomad/jobs/fft-allocator",
@@ -89,6 +98,7 @@ extra_args    = ["-leader-ttl", "10s", "-log-level", "debug"]
 	}
 
 	leader := waitLeader(t, cs, "")
+	checkServed(t, cs, leader, repo)
 	if !strings.Contains(strings.Join(allocIDs(t, c.API), " "), leader) {
 		t.Fatalf("leader %q is none of the job's allocations %q", leader, allocIDs(t, c.API))
 	}
@@ -208,5 +218,79 @@ func logAllocs(t *testing.T, c *api.Client, jobID string) {
 			}
 			t.Logf("allocation %s (%s) %s:\n%s", s.ID, s.ClientStatus, name, b)
 		}
+	}
+}
+
+// checkServed scrapes the leading replica, found through its Consul service entry: every metric
+// the Grafana dashboard queries is on /v1/metrics, parsed by Prometheus' own text parser, and
+// /ui is the status page.
+func checkServed(t *testing.T, cs *testenv.Consul, leader, repo string) {
+	t.Helper()
+	b, _, err := cs.Get("/v1/health/service/fft-allocator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []struct {
+		Service struct {
+			ID, Address string
+			Port        int
+		}
+	}
+	if err := json.Unmarshal(b, &entries); err != nil {
+		t.Fatalf("Consul health answer: %v\n%s", err, b)
+	}
+	addr := ""
+	for _, e := range entries {
+		if strings.Contains(e.Service.ID, leader) {
+			addr = fmt.Sprintf("http://%s:%d", e.Service.Address, e.Service.Port)
+		}
+	}
+	if addr == "" {
+		t.Fatalf("no Consul service entry for the leader %s: %s", leader, b)
+	}
+	// The leader records rounds; wait for one so the per-round gauges exist.
+	var fams map[string]*dto.MetricFamily
+	testenv.Eventually(t, 30*time.Second, time.Second, "the leader serves a recorded round's metrics", func() error {
+		resp, err := http.Get(addr + "/v1/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var p expfmt.TextParser
+		if fams, err = p.TextToMetricFamilies(resp.Body); err != nil {
+			return fmt.Errorf("parsing /v1/metrics: %w", err)
+		}
+		if fams["fft_round"] == nil {
+			return fmt.Errorf("no fft_round yet")
+		}
+		return nil
+	})
+	dash, err := os.ReadFile(filepath.Join(repo, "cmd", "fft-allocator", "grafana-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`\b(?:fft|go|process)_[a-zA-Z0-9_]+`).FindAllString(string(dash), -1)
+	if len(names) < 20 {
+		t.Fatalf("the dashboard names %d metrics, want its queries' (>= 20)", len(names))
+	}
+	for _, n := range names {
+		base := n
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if b, ok := strings.CutSuffix(n, suffix); ok && fams[b] != nil && fams[b].GetType() == dto.MetricType_HISTOGRAM {
+				base = b
+			}
+		}
+		if fams[base] == nil {
+			t.Errorf("the dashboard queries %s; the allocator does not serve it", n)
+		}
+	}
+	resp, err := http.Get(addr + "/ui")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "<svg") || !strings.Contains(string(page), "GPU models") {
+		t.Errorf("GET /ui: %s, want the status page:\n%.500s", resp.Status, page)
 	}
 }
