@@ -6,8 +6,10 @@ GO       ?= go
 BIN      := bin
 # DEV_ARGS are more fftctl dev flags, e.g. make dev DEV_ARGS="-round 5s".
 DEV_ARGS ?=
+# VERSION is the release version for `make release`, e.g. make release VERSION=0.1.0.
+VERSION  ?=
 
-.PHONY: all build dev run round test deps agents vet unit e2e bench bench-e2e fuzz clean
+.PHONY: all build dev run round test deps agents vet unit e2e bench bench-e2e fuzz release clean
 
 all: build
 
@@ -52,19 +54,20 @@ agents:
 	e2e/agents/build.sh >/dev/null
 	e2e/agents/build-consul.sh >/dev/null
 
+## vet: go vet in every module, and the check that the e2e module still builds
+## the Nomad agent from its pinned module versions (e2e/agents/pin.sh).
 vet:
 	$(GO) vet ./...
-	cd e2e/agentrun && $(GO) vet ./...
+	e2e/agents/pin.sh
 	cd e2e/agents/nomad && $(GO) vet ./...
 	cd e2e/agents/consul && $(GO) vet ./...
 
-## unit: the main module's tests, and those of e2e/agentrun (its own
-## module, which the dev cluster and the e2e tests share). The Consul store
+## unit: the main module's tests (e2e/agentrun, which the dev cluster and
+## the e2e tests share, is one of its packages). The Consul store
 ## tests use the cached Consul agent (FFT_E2E=1 makes its absence a failure).
 unit:
 	consul_bin=$$(e2e/agents/build-consul.sh) && \
 	FFT_E2E=1 FFT_CONSUL_BIN=$$consul_bin FFT_REQUIRE_GLPSOL=1 $(GO) test -count=1 ./...
-	cd e2e/agentrun && $(GO) test -count=1 ./...
 
 ## e2e: builds the Nomad agent once from the pinned MPL module into the
 ## ignored .cache folder (e2e/agents/build.sh), then runs the tests that
@@ -92,5 +95,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime 30s ./driver/device/
 	$(GO) test -run '^$$' -fuzz FuzzParseTrace -fuzztime 30s ./allocator/workload/
 
+## release: versioned archives of every binary for linux/amd64 and linux/arm64
+## in dist/ (<name>_<version>_<os>_<arch>.zip and nomad-fft_<version>_SHA256SUMS),
+## checked to run; VERSION=0.1.0 names the version (default: the latest v* tag).
+release:
+	VERSION=$(VERSION) .ci/release
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

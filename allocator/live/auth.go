@@ -27,13 +27,6 @@ type TaskVerifier interface {
 // from a TaskVerifier means it could not tell (Nomad unreachable): retry.
 var ErrTokenRefused = errors.New("live: token refused")
 
-// HandlerOption configures Handler.
-type HandlerOption func(*handlerOptions)
-
-type handlerOptions struct {
-	verifier TaskVerifier
-}
-
 // WithTaskVerifier makes the progress endpoint accept a report only with
 // a token of one of the job's own tasks (X-Nomad-Token, or Authorization:
 // Bearer), verified by v. Without it every report is taken (the default

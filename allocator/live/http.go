@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -17,7 +16,8 @@ import (
 //
 //	GET /v1/health                     200 {"status":"ok"} while the last round succeeded (or none ran yet), else 503
 //	GET /v1/status                     the Status as JSON
-//	GET /v1/metrics                    Prometheus text exposition
+//	GET /v1/metrics                    Prometheus metrics, when WithMetrics gives their handler
+//	GET /ui                            the status page, when WithUI gives its handler
 //	PUT /v1/progress/{namespace}/{job} a job's progress report (POST works too)
 //
 // A progress report's body is the work units the job has done, a plain
@@ -52,11 +52,27 @@ func Handler(s *Service, opts ...HandlerOption) http.Handler {
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.Status())
 	})
-	mux.HandleFunc("GET /v1/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		writeMetrics(w, s.Status())
-	})
+	if o.metrics != nil {
+		mux.Handle("GET /v1/metrics", o.metrics)
+	}
+	if o.ui != nil {
+		mux.Handle("GET /ui", o.ui)
+	}
 	return mux
+}
+
+// HandlerOption configures Handler.
+type HandlerOption func(*handlerOptions)
+
+type handlerOptions struct {
+	metrics, ui http.Handler
+	verifier    TaskVerifier
+}
+
+// WithMetrics serves h on GET /v1/metrics (package allocator/telemetry's Prometheus handler,
+// which imports this package and so cannot be wired from here).
+func WithMetrics(h http.Handler) HandlerOption {
+	return func(o *handlerOptions) { o.metrics = h }
 }
 
 // maxProgressBody bounds a progress report's body; a number or a small
@@ -176,58 +192,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v)
 }
 
-// writeMetrics writes the status as Prometheus metrics (text format 0.0.4).
-func writeMetrics(w http.ResponseWriter, st Status) {
-	metric := func(name, typ, help string, lines ...string) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-		for _, l := range lines {
-			fmt.Fprintf(w, "%s%s\n", name, l)
-		}
-	}
-	num := func(v float64) string { return fmt.Sprintf(" %g", v) }
-	metric("fft_rounds_total", "counter", "Rounds run since start.", num(float64(st.Rounds)))
-	metric("fft_round_failures_total", "counter", "Rounds that failed.", num(float64(st.Failures)))
-	metric("fft_early_rounds_total", "counter", "Recorded rounds run before the schedule because a job arrived or finished.", num(float64(st.EarlyRounds)))
-	metric("fft_api_calls_total", "counter", "Nomad API calls made by recorded rounds and by the watcher between them.", num(float64(st.APICalls)))
-	metric("fft_apply_conflicts_total", "counter", "Check-and-set job writes lost to concurrent updates.", num(float64(st.Conflicts)))
-	metric("fft_apply_errors_total", "counter", "Failed job writes other than conflicts.", num(float64(st.ApplyErrors)))
-	var applied []string
-	for _, a := range []loop.Action{loop.ActionStart, loop.ActionMigrate, loop.ActionPark} {
-		applied = append(applied, fmt.Sprintf("{action=%q} %d", a, st.Applied[a]))
-	}
-	metric("fft_applied_changes_total", "counter", "Changes applied to jobs, by action.", applied...)
-	if last := st.Last; last != nil {
-		total := 0.0
-		for _, d := range last.Phases {
-			total += d
-		}
-		metric("fft_round_duration_seconds", "gauge", "Duration of the last recorded round.", num(total))
-		metric("fft_solve_seconds", "gauge", "Solve phase of the last recorded round.", num(last.SolveSeconds))
-		metric("fft_round", "gauge", "Number of the last recorded round.", num(float64(last.Round)))
-	}
-	states := map[string]int{loop.StatusWaiting: 0, loop.StatusRunning: 0, loop.StatusFinished: 0, loop.StatusFailed: 0, loop.StatusNoFit: 0}
-	var rho []string
-	ids := make([]string, 0, len(st.Jobs))
-	for id := range st.Jobs {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		r := st.Jobs[id]
-		states[r.Status]++
-		if r.Status == loop.StatusWaiting || r.Status == loop.StatusRunning {
-			rho = append(rho, fmt.Sprintf("{job=\"%s\"} %g", escape(id), r.Rho))
-		}
-	}
-	var lines []string
-	for _, k := range []string{loop.StatusWaiting, loop.StatusRunning, loop.StatusFinished, loop.StatusFailed, loop.StatusNoFit} {
-		lines = append(lines, fmt.Sprintf("{state=%q} %d", k, states[k]))
-	}
-	metric("fft_jobs", "gauge", "Jobs in the ledger by state.", lines...)
-	metric("fft_rho", "gauge", "Fairness compensation rho of each active job.", rho...)
-}
-
-// escape writes a Prometheus label value: backslash, quote and newline escaped.
-func escape(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+// WithUI serves h on GET /ui (package allocator/ui's status page).
+func WithUI(h http.Handler) HandlerOption {
+	return func(o *handlerOptions) { o.ui = h }
 }

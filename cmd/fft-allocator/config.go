@@ -17,16 +17,18 @@ import (
 // fileConfig is the -config file (HCL, or JSON when the name ends in .json).
 // Every setting is optional; see README.md for an example.
 type fileConfig struct {
-	Nomad     *connBlock    `hcl:"nomad,block"`
-	Consul    *consulBlock  `hcl:"consul,block"`
-	Round     *string       `hcl:"round,optional"`
-	HTTPAddr  *string       `hcl:"http_addr,optional"`
-	LogLevel  *string       `hcl:"log_level,optional"`
-	LogJSON   *bool         `hcl:"log_json,optional"`
-	ID        *string       `hcl:"id,optional"`
-	LeaderTTL *string       `hcl:"leader_ttl,optional"`
-	Engine    *engineBlock  `hcl:"engine,block"`
-	Tenants   *tenantsBlock `hcl:"tenants,block"`
+	Nomad    *connBlock   `hcl:"nomad,block"`
+	Consul   *consulBlock `hcl:"consul,block"`
+	Round    *string      `hcl:"round,optional"`
+	HTTPAddr *string      `hcl:"http_addr,optional"`
+	LogLevel *string      `hcl:"log_level,optional"`
+	LogJSON  *bool        `hcl:"log_json,optional"`
+	// MetricsPerJob is -metrics-per-job.
+	MetricsPerJob *bool         `hcl:"metrics_per_job,optional"`
+	ID            *string       `hcl:"id,optional"`
+	LeaderTTL     *string       `hcl:"leader_ttl,optional"`
+	Engine        *engineBlock  `hcl:"engine,block"`
+	Tenants       *tenantsBlock `hcl:"tenants,block"`
 
 	// -min-round-gap and -node-pool.
 	MinRoundGap *string `hcl:"min_round_gap,optional"`
@@ -150,6 +152,9 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 	str("id", &f.id, fc.ID)
 	if fc.LogJSON != nil && !set["log-json"] {
 		f.logJSON = *fc.LogJSON
+	}
+	if fc.MetricsPerJob != nil && !set["metrics-per-job"] {
+		f.metricsPerJob = *fc.MetricsPerJob
 	}
 	if err := dur("round", "round", &f.round, fc.Round); err != nil {
 		return eng, err

@@ -21,7 +21,10 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/nomadapi"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/telemetry"
+	"github.com/nomad-fft/nomad-fft/allocator/ui"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
+	"github.com/nomad-fft/nomad-fft/cmd/internal/version"
 )
 
 const usage = `Usage: fft-allocator [options]
@@ -46,7 +49,7 @@ const (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 type flags struct {
@@ -60,6 +63,7 @@ type flags struct {
 	httpAddr      string
 	logLevel      string
 	logJSON       bool
+	metricsPerJob bool
 	once          bool
 	id            string
 	leaderTTL     time.Duration
@@ -67,6 +71,7 @@ type flags struct {
 	// progressAuth is how progress reports are authenticated: "nomad"
 	// (the task's workload identity, verified by Nomad) or "none".
 	progressAuth string
+	version      bool
 	// engine is the round engine's configuration (defaults, then -config).
 	engine allocator.Config
 	// tenantWeights counts fft.weight in the fairness shares (-config's
@@ -87,6 +92,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
 	}
+	fs.BoolVar(&f.version, "version", false, "Print the version and the commit it was built from, and exit.")
 	fs.StringVar(&f.config, "config", "", "An HCL (or .json) configuration file; flags given on the command line override it, and it overrides the environment.")
 	f.nomad.Flags(fs, "nomad-", "Nomad", connect.NomadEnv)
 	f.consul.Flags(fs, "consul-", "Consul", connect.ConsulEnv)
@@ -94,9 +100,10 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.round, "round", 300*time.Second, "Round length R.")
 	fs.DurationVar(&f.minRoundGap, "min-round-gap", 5*time.Second, "Least time between the starts of two rounds when a job's arrival or finish brings a round forward (a burst is one round); 0 turns early rounds off.")
 	fs.StringVar(&f.nodePool, "node-pool", "gpu", `Nomad node pool of the GPU clients: capacity counts its nodes only, and a managed job outside it is held until a round moves it in. "" counts every node and holds jobs with the gate constraint alone.`)
-	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:4650", "Address of the HTTP API (/v1/health, /v1/status, /v1/metrics, /v1/progress); empty disables it.")
+	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:4650", "Address of the HTTP API (/v1/health, /v1/status, /v1/metrics, /v1/progress) and the status page (/ui); empty disables it.")
 	fs.StringVar(&f.logLevel, "log-level", "info", "Log level: trace, debug, info, warn or error.")
-	fs.BoolVar(&f.logJSON, "log-json", false, "Write logs as JSON.")
+	fs.BoolVar(&f.logJSON, "log-json", false, "Write logs as JSON, one object a line (the per-round audit events included).")
+	fs.BoolVar(&f.metricsPerJob, "metrics-per-job", false, "Export one fft_job_rho series per active job on /v1/metrics (off: at thousands of jobs that is too many series).")
 	fs.StringVar(&f.policy, "policy", policy.DefaultName, "The policy that decides each round, by its name in the registry (fftctl simulate -list). The default is FFT with the -config engine block; any other name runs that policy as registered, for example gavel-ftf to compare it with FFT on this cluster.")
 	fs.BoolVar(&f.once, "once", false, "Run one round and exit (status 1 if it failed). It does not take the leader lock.")
 	host, _ := os.Hostname()
@@ -105,6 +112,9 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.progressAuth, "progress-auth", progressAuthNomad, `How PUT /v1/progress/<namespace>/<job> authenticates a report: "nomad" takes it only with the workload identity of one of the job's own running tasks (X-Nomad-Token: $NOMAD_TOKEN), verified by Nomad, which needs Nomad ACLs; "none" takes every report (clusters without ACLs).`)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if f.version {
+		return f, nil
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
@@ -147,7 +157,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	return f, nil
 }
 
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	f, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -155,6 +165,10 @@ func run(args []string, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "fft-allocator: %v\n", err)
 		return 2
+	}
+	if f.version {
+		fmt.Fprintln(stdout, "fft-allocator "+version.Get().String())
+		return 0
 	}
 	log := hclog.New(&hclog.LoggerOptions{
 		Name: "fft-allocator", Level: hclog.LevelFromString(f.logLevel), JSONFormat: f.logJSON, Output: stderr,
@@ -181,9 +195,20 @@ func run(args []string, stderr io.Writer) int {
 		log.Error("choosing the policy; see -policy", "error", err)
 		return 1
 	}
+	// The metrics read the service's status, and the service reports each round to them: set
+	// metrics before the first round runs.
+	var metrics *telemetry.Metrics
+	audit := telemetry.NewAudit(log)
+	history := ui.NewHistory(0)
 	rounds := loop.New(na, na, store, loop.WithConfig(cfg), loop.WithPolicy(pol), loop.WithLogger(log),
 		loop.WithTenantWeights(f.tenantWeights), loop.WithTenantShares(f.tenants))
-	svc := live.New(rounds, live.WithLogger(log), live.WithEarlyRounds(f.minRoundGap))
+	svc := live.New(rounds, live.WithLogger(log), live.WithEarlyRounds(f.minRoundGap),
+		live.WithRoundHook(func(rec *loop.RoundRecord, err error) {
+			metrics.ObserveRound(rec, err)
+			audit.ObserveRound(rec, err)
+			history.ObserveRound(rec, err)
+		}))
+	metrics = telemetry.New(svc, telemetry.WithPerJob(f.metricsPerJob))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -193,7 +218,7 @@ func run(args []string, stderr io.Writer) int {
 			log.Error("listening for the HTTP API", "address", f.httpAddr, "error", err)
 			return 1
 		}
-		var hopts []live.HandlerOption
+		hopts := []live.HandlerOption{live.WithMetrics(metrics.Handler()), live.WithUI(ui.Handler(svc, history))}
 		if f.progressAuth == progressAuthNomad {
 			hopts = append(hopts, live.WithTaskVerifier(nomadapi.NewIdentityVerifier(nc)))
 		}
@@ -204,7 +229,7 @@ func run(args []string, stderr io.Writer) int {
 	}
 	log.Info("starting", "id", f.id, "nomad", nc.Address(), "consul", ccfg.Scheme+"://"+ccfg.Address, "prefix", f.prefix,
 		"round", f.round, "policy", pol.Name(), "progress_auth", f.progressAuth, "tenant_weights", f.tenantWeights, "min_round_gap", f.minRoundGap,
-		"node_pool", f.nodePool)
+		"node_pool", f.nodePool, "version", version.Get().String())
 	if f.once {
 		if _, err := svc.RunRound(ctx); err != nil {
 			return 1

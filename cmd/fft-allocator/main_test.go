@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nomad-fft/nomad-fft/cmd/internal/version"
 )
 
 func TestParse(t *testing.T) {
@@ -40,8 +42,17 @@ func TestParse(t *testing.T) {
 			t.Errorf("parse(%q): err = %v, want %q", tc.args, err, tc.want)
 		}
 	}
-	if code := run([]string{"-h"}, &out); code != 0 || !strings.Contains(out.String(), "NOMAD_ADDR") {
+	if code := run([]string{"-h"}, io.Discard, &out); code != 0 || !strings.Contains(out.String(), "NOMAD_ADDR") {
 		t.Errorf("-h: code %d, usage %q", code, out.String())
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	want := "fft-allocator " + version.Get().String() + "\n"
+	// -version wins over settings that would otherwise fail, as `nomad -version` does.
+	if code := run([]string{"-version", "-round", "1ms"}, &stdout, &stderr); code != 0 || stdout.String() != want {
+		t.Errorf("-version: code %d, stdout %q (want %q), stderr %q", code, stdout.String(), want, stderr.String())
 	}
 }
 
@@ -234,7 +245,7 @@ consul {
 	}
 	// The help lists the TLS flags of both APIs with the variables they override.
 	var out bytes.Buffer
-	run([]string{"-h"}, &out)
+	run([]string{"-h"}, io.Discard, &out)
 	for _, want := range []string{"-nomad-ca-cert", "NOMAD_CACERT", "-consul-client-key", "CONSUL_CLIENT_KEY", "-consul-tls-skip-verify"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-h does not mention %s", want)

@@ -167,6 +167,18 @@ func ConsulACLArgs(management string) []string {
 		quote(management), quote(management))}
 }
 
+// ConsulClientArgs are the arguments of a Consul client agent named node on loopback, with its
+// data in dataDir, that joins the agent whose LAN gossip is at join (127.0.0.1:port). Nomad
+// clients need one Consul agent each: a Nomad client removes from its agent the services it
+// did not register, so two sharing one agent unregister each other's.
+func ConsulClientArgs(dataDir, node string, p ConsulPorts, join string) []string {
+	return []string{"agent", "-bind", "127.0.0.1", "-client", "127.0.0.1",
+		"-data-dir", dataDir, "-node", node, "-disable-host-node-id", "-retry-join", join,
+		"-hcl", fmt.Sprintf("ports { http = %d, serf_lan = %d, serf_wan = -1, server = %d, dns = -1, grpc = -1, grpc_tls = -1 }",
+			p.HTTP, p.SerfLAN, p.Server),
+		"-hcl", "disable_update_check = true"}
+}
+
 // quote writes s as an HCL string literal (the values here are paths, names and addresses:
 // no templates).
 func quote(s string) string {

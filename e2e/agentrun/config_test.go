@@ -105,6 +105,18 @@ func TestConsulACLArgs(t *testing.T) {
 	}
 }
 
+func TestConsulClientArgs(t *testing.T) {
+	args := strings.Join(ConsulClientArgs("/state/c1", "host-a", ConsulPorts{HTTP: 8600, Server: 1, SerfLAN: 2}, "127.0.0.1:8301"), " ")
+	for _, want := range []string{"-node host-a", "-retry-join 127.0.0.1:8301", "-data-dir /state/c1", "http = 8600", "serf_lan = 2", "-bind 127.0.0.1"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args %q lack %q", args, want)
+		}
+	}
+	if strings.Contains(args, "-dev") {
+		t.Errorf("args %q: a client agent is not a dev server", args)
+	}
+}
+
 func TestConsulDevArgs(t *testing.T) {
 	args := strings.Join(ConsulDevArgs("/state/consul-data", ConsulPorts{HTTP: 8500, Server: 1, SerfLAN: 2, SerfWAN: 3}), " ")
 	for _, want := range []string{"agent -dev", "-bind 127.0.0.1", "-client 127.0.0.1", "-data-dir /state/consul-data",

@@ -8,10 +8,9 @@ import (
 	"strings"
 
 	"github.com/hashicorp/cli"
-)
 
-// Version is fftctl's version, set at build time with -ldflags.
-var Version = "0.1.0-dev"
+	"github.com/nomad-fft/nomad-fft/cmd/internal/version"
+)
 
 // Meta is what every command shares: where it writes and how flags parse.
 type Meta struct {
@@ -68,7 +67,7 @@ func Run(args []string) int {
 // RunWith is Run with explicit streams, for tests.
 func RunWith(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ui := &cli.BasicUi{Reader: stdin, Writer: stdout, ErrorWriter: stderr}
-	c := cli.NewCLI("fftctl", Version)
+	c := cli.NewCLI("fftctl", version.Get().String())
 	c.Args = args
 	c.Commands = Commands(Meta{Ui: ui, Stdout: stdout, Stderr: stderr})
 	c.HelpWriter = stdout
@@ -87,10 +86,10 @@ type VersionCommand struct{ Meta }
 var _ cli.Command = &VersionCommand{}
 
 func (c *VersionCommand) Help() string {
-	return "Usage: fftctl version\n\n  Prints the fftctl version."
+	return "Usage: fftctl version\n\n  Prints the fftctl version and the commit it was built from."
 }
 func (c *VersionCommand) Synopsis() string { return "Print the fftctl version" }
 func (c *VersionCommand) Run(args []string) int {
-	c.Ui.Output("fftctl v" + Version)
+	c.Ui.Output("fftctl " + version.Get().String())
 	return 0
 }

@@ -267,6 +267,7 @@ func readyText(cl *devcluster.Cluster, workload bool) string {
 		{ctl + " audit " + job, "its ledger, round by round"},
 		{ctl + " run jobspecs/fft-train.nomad.hcl", "one more job"},
 		{"curl " + cl.AllocatorAddr + "/v1/status", "the allocator's own view"},
+		{cl.AllocatorAddr + "/ui", "its status page, in a browser"},
 	} {
 		fmt.Fprintf(&b, "      %-46s # %s\n", l[0], l[1])
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/cli"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/cmd/internal/version"
 )
 
 func TestRoundCommand(t *testing.T) {
@@ -88,8 +89,9 @@ func TestRoundCommandJSONFromStdin(t *testing.T) {
 
 func TestRunWithVersion(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := RunWith([]string{"version"}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), Version) {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	want := "fftctl " + version.Get().String() + "\n"
+	if code := RunWith([]string{"version"}, nil, &out, &errb); code != 0 || out.String() != want {
+		t.Fatalf("exit %d, stdout %q (want %q), stderr %q", code, out.String(), want, errb.String())
 	}
 }
 

@@ -41,6 +41,9 @@ type Cluster struct {
 type ClusterOptions struct {
 	// ACL turns Nomad's ACLs on in every agent and bootstraps them (Cluster.ManagementToken).
 	ACL bool
+	// ConsulAddrs, when set, are the Consul agents (127.0.0.1:port), one per client in order,
+	// that the clients register job services with and run their checks through.
+	ConsulAddrs []string
 }
 
 // StartCluster starts a Nomad server and one client per FakeGPUClient under root, each
@@ -85,8 +88,12 @@ func StartClusterWith(t testing.TB, nomad, root string, clients []FakeGPUClient,
 	var agents []*Agent
 	for i, fc := range clients {
 		p := at(i + 1)
+		a := agent("fft-e2e-"+fc.Name, p)
+		if i < len(opts.ConsulAddrs) {
+			a.ConsulAddr = opts.ConsulAddrs[i]
+		}
 		agents = append(agents, StartAgent(t, nomad, fc.Name, root, p, agentrun.NomadClientConfig(agentrun.NomadClient{
-			NomadAgent:   agent("fft-e2e-"+fc.Name, p),
+			NomadAgent:   a,
 			Server:       server.RPCAddr,
 			NodePool:     fc.NodePool,
 			CgroupParent: "fft-e2e-" + fc.Name,

@@ -26,6 +26,8 @@ type Consul struct {
 	LogPath string
 	// ManagementToken is the initial management token when ACLs are on, else "". Get sends it.
 	ManagementToken string
+	// SerfLAN is its LAN gossip address, which client agents join.
+	SerfLAN string
 }
 
 // ConsulOptions are StartConsulWith's choices; the zero value is StartConsul's agent.
@@ -48,7 +50,7 @@ func StartConsulWith(t testing.TB, consul, dir string, opts ConsulOptions) *Cons
 	p := FreePorts(t, 4)
 	ports := agentrun.ConsulPorts{HTTP: p[0], Server: p[1], SerfLAN: p[2], SerfWAN: p[3]}
 	args := agentrun.ConsulDevArgs(filepath.Join(dir, "consul-data"), ports)
-	c := &Consul{HTTP: fmt.Sprintf("127.0.0.1:%d", ports.HTTP)}
+	c := &Consul{HTTP: fmt.Sprintf("127.0.0.1:%d", ports.HTTP), SerfLAN: fmt.Sprintf("127.0.0.1:%d", ports.SerfLAN)}
 	if opts.ACL {
 		c.ManagementToken = "6f3c5b0e-0f70-4e2e-8ac1-000000000001"
 		args = append(args, agentrun.ConsulACLArgs(c.ManagementToken)...)
@@ -60,6 +62,25 @@ func StartConsulWith(t testing.TB, consul, dir string, opts ConsulOptions) *Cons
 			t.Fatalf("the Consul agent exited")
 		}
 		return agentrun.ConsulReadyToken(c.HTTP, c.ManagementToken)
+	})
+	return c
+}
+
+// StartConsulClient starts a Consul client agent named node that joins server, with its data in
+// dir/consul-<node>, waits until it answers with the cluster's leader, and stops it when the
+// test ends. Each Nomad client that registers services needs its own (agentrun.ConsulClientArgs).
+func StartConsulClient(t testing.TB, consul, dir, node string, server *Consul) *Consul {
+	t.Helper()
+	p := FreePorts(t, 3)
+	ports := agentrun.ConsulPorts{HTTP: p[0], SerfLAN: p[1], Server: p[2]}
+	proc := StartProcess(t, "consul-"+node, dir, consul,
+		agentrun.ConsulClientArgs(filepath.Join(dir, "consul-"+node), node, ports, server.SerfLAN)...)
+	c := &Consul{HTTP: fmt.Sprintf("127.0.0.1:%d", ports.HTTP), LogPath: proc.LogPath, SerfLAN: fmt.Sprintf("127.0.0.1:%d", ports.SerfLAN)}
+	Eventually(t, 60*time.Second, 250*time.Millisecond, "consul client "+node+" joins", func() error {
+		if proc.Exited() {
+			t.Fatalf("the Consul client agent %s exited", node)
+		}
+		return agentrun.ConsulReady(c.HTTP)
 	})
 	return c
 }
