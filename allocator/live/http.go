@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
+
+	"github.com/nomad-fft/nomad-fft/allocator/report"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -55,7 +55,7 @@ func Handler(s *Service) http.Handler {
 const maxProgressBody = 1 << 10
 
 // progressUsage is the fix every rejected report is told.
-const progressUsage = `the body is the work units done, a number >= 0 such as 42 or JSON {"done": 42}`
+const progressUsage = report.Usage
 
 func progressHandler(s *Service) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -82,13 +82,14 @@ func progressHandler(s *Service) http.Handler {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("reading the body: %v", err))
 			return
 		}
-		done, err := parseProgress(body)
+		rp, err := parseProgress(body)
+		done := rp.Done
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		id := ns + "/" + job
-		if err := rep.ReportProgress(r.Context(), id, done); err != nil {
+		if err := storeReport(r.Context(), rep, id, rp); err != nil {
 			s.opts.log.Warn("storing a progress report failed", "job", id, "done", done, "error", err)
 			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("storing the report failed, retry: %v", err))
 			return
@@ -98,44 +99,9 @@ func progressHandler(s *Service) http.Handler {
 	})
 }
 
-// parseProgress reads a progress report's body: a number, or a JSON object
-// whose only field is "done". It returns an error naming the field and the
-// fix.
-func parseProgress(body []byte) (float64, error) {
-	text := strings.TrimSpace(string(body))
-	var done float64
-	switch {
-	case text == "":
-		return 0, fmt.Errorf("empty body: %s", progressUsage)
-	case strings.HasPrefix(text, "{"):
-		var v struct {
-			Done *float64 `json:"done"`
-		}
-		dec := json.NewDecoder(strings.NewReader(text))
-		dec.DisallowUnknownFields()
-		err := dec.Decode(&v)
-		if err == nil && dec.More() {
-			err = errors.New("text after the object")
-		}
-		if err != nil {
-			return 0, fmt.Errorf("body %q is not a JSON object with the one field \"done\" (%v): %s", text, err, progressUsage)
-		}
-		if v.Done == nil {
-			return 0, fmt.Errorf("body %q has no field \"done\": %s", text, progressUsage)
-		}
-		done = *v.Done
-	default:
-		x, err := strconv.ParseFloat(text, 64)
-		if err != nil {
-			return 0, fmt.Errorf("body %q is not a number: %s", text, progressUsage)
-		}
-		done = x
-	}
-	if !(done >= 0) || math.IsInf(done, 0) {
-		return 0, fmt.Errorf("done = %g is not a finite number >= 0: %s", done, progressUsage)
-	}
-	return done, nil
-}
+// parseProgress reads a progress report's body (package report): a number,
+// or a JSON object with "done" and the fields a task driver measured.
+func parseProgress(body []byte) (report.Report, error) { return report.Parse(body) }
 
 // writeError answers a request that failed with {"error": msg}.
 func writeError(w http.ResponseWriter, code int, msg string) {
