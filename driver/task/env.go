@@ -1,0 +1,115 @@
+package task
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/nomad/plugins/drivers"
+)
+
+// Environment variables the driver sets for the task.
+const (
+	EnvCUDAVisibleDevices   = "CUDA_VISIBLE_DEVICES"
+	EnvNVIDIAVisibleDevices = "NVIDIA_VISIBLE_DEVICES"
+	EnvGPUModel             = "FFT_GPU_MODEL"
+	EnvGPUCount             = "FFT_GPU_COUNT"
+	EnvProgressFile         = "FFT_PROGRESS_FILE"
+	EnvCheckpointDir        = "FFT_CHECKPOINT_DIR"
+	EnvCheckpointMarker     = "FFT_CHECKPOINT_MARKER"
+	EnvCheckpointSignal     = "FFT_CHECKPOINT_SIGNAL"
+)
+
+// File names inside the task's folders.
+const (
+	progressFileName = "fft-progress.jsonl"
+	markerFileName   = "fft-checkpoint.json"
+	stateFileName    = "fft-driver-state.json"
+)
+
+// gpus are the GPUs Nomad allocated to a task.
+type gpus struct {
+	// Model is the device name (the GPU model); models joined by "," if a task has several.
+	Model string
+	IDs   []string
+}
+
+// allocatedGPUs reads the nvidia/gpu devices of the task's allocated resources.
+func allocatedGPUs(cfg *drivers.TaskConfig) gpus {
+	var g gpus
+	if cfg.Resources == nil || cfg.Resources.NomadResources == nil {
+		return g
+	}
+	var models []string
+	for _, d := range cfg.Resources.NomadResources.Devices {
+		if d == nil || d.Vendor != "nvidia" || d.Type != "gpu" {
+			continue
+		}
+		models = append(models, d.Name)
+		g.IDs = append(g.IDs, d.DeviceIDs...)
+	}
+	g.Model = strings.Join(models, ",")
+	return g
+}
+
+// paths are where the task's files live.
+type paths struct {
+	ProgressFile  string `json:"progress_file"`
+	CheckpointDir string `json:"checkpoint_dir"`
+	Marker        string `json:"marker"`
+	StateFile     string `json:"state_file"`
+	StdoutLogDir  string `json:"stdout_log_dir"`
+	StdoutLogBase string `json:"stdout_log_base"`
+}
+
+// taskPaths places the task's files: progress and driver state in the task folder, the
+// checkpoint under the plugin's checkpoint_root (job-level, shared between clients) or else
+// in the allocation's shared data folder.
+func taskPaths(cfg *drivers.TaskConfig, checkpointRoot string) (paths, error) {
+	td := cfg.TaskDir()
+	ckpt := filepath.Join(td.SharedAllocDir, "data", "fft-checkpoint", cfg.Name)
+	if checkpointRoot != "" {
+		parts := []string{checkpointRoot}
+		for _, p := range []struct{ name, v string }{{"namespace", cfg.Namespace}, {"job", cfg.JobID}, {"group", cfg.TaskGroupName}, {"task", cfg.Name}} {
+			if p.v == "" || p.v == "." || p.v == ".." {
+				return paths{}, fmt.Errorf("placing the checkpoint under checkpoint_root: %s %q cannot name a folder", p.name, p.v)
+			}
+			parts = append(parts, url.PathEscape(p.v))
+		}
+		ckpt = filepath.Join(parts...)
+	}
+	return paths{
+		ProgressFile:  filepath.Join(td.LocalDir, progressFileName),
+		CheckpointDir: ckpt,
+		Marker:        filepath.Join(ckpt, markerFileName),
+		StateFile:     filepath.Join(td.PrivateDir, stateFileName),
+		StdoutLogDir:  td.LogDir,
+		StdoutLogBase: cfg.Name + ".stdout.",
+	}, nil
+}
+
+// taskEnv is the task's environment: Nomad's, with GPU visibility narrowed to exactly the
+// allocated devices (CUDA reads CUDA_VISIBLE_DEVICES, not NVIDIA_VISIBLE_DEVICES) and the
+// driver's files named.
+func taskEnv(cfg *drivers.TaskConfig, tc TaskConfig, g gpus, p paths) []string {
+	env := map[string]string{}
+	for k, v := range cfg.Env {
+		env[k] = v
+	}
+	ids := strings.Join(g.IDs, ",")
+	env[EnvCUDAVisibleDevices] = ids
+	env[EnvNVIDIAVisibleDevices] = ids
+	env[EnvGPUModel] = g.Model
+	env[EnvGPUCount] = strconv.Itoa(len(g.IDs))
+	env[EnvProgressFile] = p.ProgressFile
+	env[EnvCheckpointDir] = p.CheckpointDir
+	env[EnvCheckpointMarker] = p.Marker
+	env[EnvCheckpointSignal] = strings.ToUpper(tc.CheckpointSignal)
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
