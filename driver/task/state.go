@@ -36,7 +36,7 @@ type followState struct {
 	LogIndex  int   `json:"log_index"`
 	LogOffset int64 `json:"log_offset"`
 	// BadLines counts progress lines that did not parse.
-	BadLines int `json:"bad_lines"`
+	BadLines int              `json:"bad_lines"`
 	Tracker  progress.Tracker `json:"tracker"`
 	// Checkpoint is the latest checkpoint the driver saw written.
 	Checkpoint *checkpointRecord `json:"checkpoint,omitempty"`
