@@ -61,27 +61,24 @@ func (s markerSnapshot) newerThan(old markerSnapshot) bool {
 // markerPoll is how often the driver looks at the marker while it waits.
 const markerPoll = 50 * time.Millisecond
 
-// awaitMarker waits until the marker differs from before and parses, the task exits
-// (exited closes) or ctx ends. It returns the marker and when it was seen.
-func awaitMarker(ctx context.Context, path string, before markerSnapshot, exited <-chan struct{}) (marker, time.Time, bool) {
+// awaitMarker waits until the marker differs from before and parses, no process is left
+// (alive reports false) or ctx ends. It returns the marker and when it was seen.
+func awaitMarker(ctx context.Context, path string, before markerSnapshot, alive func() bool) (marker, time.Time, bool) {
 	t := time.NewTicker(markerPoll)
 	defer t.Stop()
 	for {
+		// Looked at before alive: a task may write its marker and exit between two polls.
+		stillAlive := alive()
 		if s := snapshotMarker(path); s.newerThan(before) {
 			if m, err := parseMarker([]byte(s.content)); err == nil {
 				return m, time.Now(), true
 			}
 		}
+		if !stillAlive {
+			return marker{}, time.Time{}, false
+		}
 		select {
 		case <-ctx.Done():
-			return marker{}, time.Time{}, false
-		case <-exited:
-			// The task may write its marker and exit between two polls.
-			if s := snapshotMarker(path); s.newerThan(before) {
-				if m, err := parseMarker([]byte(s.content)); err == nil {
-					return m, time.Now(), true
-				}
-			}
 			return marker{}, time.Time{}, false
 		case <-t.C:
 		}

@@ -224,7 +224,7 @@ func (d *Driver) track(cfg *drivers.TaskConfig, st taskState, exec executor.Exec
 	}
 	d.tasks.Set(cfg.ID, h)
 	go h.run()
-	go h.followLoop(period, pub)
+	go h.followLoop(d.ctx, period, pub)
 }
 
 func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {

@@ -36,21 +36,28 @@ type gpus struct {
 	IDs   []string
 }
 
-// allocatedGPUs reads the nvidia/gpu devices of the task's allocated resources.
+// allocatedGPUs reads the GPUs reserved for the task from the environment the device plugin's
+// reservation set (cfg.DeviceEnv, else the task's env): Nomad 1.6.1 does not send the
+// allocated devices to a driver plugin (plugins/drivers: ResourcesToProto carries CPU, memory
+// and networks only). nomad-device-fft and nomad-device-nvidia set NVIDIA_VISIBLE_DEVICES to
+// the reserved IDs; nomad-device-fft also sets FFT_GPU_MODEL.
 func allocatedGPUs(cfg *drivers.TaskConfig) gpus {
-	var g gpus
-	if cfg.Resources == nil || cfg.Resources.NomadResources == nil {
-		return g
-	}
-	var models []string
-	for _, d := range cfg.Resources.NomadResources.Devices {
-		if d == nil || d.Vendor != "nvidia" || d.Type != "gpu" {
-			continue
+	get := func(k string) string {
+		if v, ok := cfg.DeviceEnv[k]; ok {
+			return v
 		}
-		models = append(models, d.Name)
-		g.IDs = append(g.IDs, d.DeviceIDs...)
+		return cfg.Env[k]
 	}
-	g.Model = strings.Join(models, ",")
+	var g gpus
+	for _, id := range strings.Split(get(EnvNVIDIAVisibleDevices), ",") {
+		// "void", "none" and "all" are the container runtime's words, not devices.
+		if id = strings.TrimSpace(id); id != "" && id != "void" && id != "none" && id != "all" {
+			g.IDs = append(g.IDs, id)
+		}
+	}
+	if len(g.IDs) > 0 {
+		g.Model = get(EnvGPUModel)
+	}
 	return g
 }
 

@@ -88,6 +88,25 @@ func (h *taskHandle) signalGroup(sig syscall.Signal) error {
 	return nil
 }
 
+// groupAlive reports whether any process of the task's group is left: a wrapper (sh -c)
+// may exit on the stop signal while the trainer it started still writes its checkpoint.
+func (h *taskHandle) groupAlive() bool {
+	return syscall.Kill(-h.state.Pid, 0) == nil
+}
+
+// awaitGroupExit waits until no process of the group is left, or ctx ends.
+func (h *taskHandle) awaitGroupExit(ctx context.Context) {
+	t := time.NewTicker(markerPoll)
+	defer t.Stop()
+	for h.groupAlive() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // stop asks the task for its checkpoint with sig, waits for the marker within budget, gives
 // the task exitGrace to exit after it, then kills what is left of the group, and says in a
 // task event whether a checkpoint was written.
@@ -106,19 +125,14 @@ func (h *taskHandle) stop(budget time.Duration, sig syscall.Signal) error {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), budget)
-		m, seenAt, ok := awaitMarker(ctx, h.state.Paths.Marker, before, h.doneCh)
+		m, seenAt, ok := awaitMarker(ctx, h.state.Paths.Marker, before, h.groupAlive)
 		if ok {
 			h.recordCheckpoint(m, seenAt.Sub(sentAt), "stop")
-			select {
-			case <-h.doneCh:
-			case <-ctx.Done():
-			case <-time.After(exitGrace):
-			}
+			graceCtx, cancelGrace := context.WithTimeout(ctx, exitGrace)
+			h.awaitGroupExit(graceCtx)
+			cancelGrace()
 		} else {
-			select {
-			case <-h.doneCh:
-			case <-ctx.Done():
-			}
+			h.awaitGroupExit(ctx)
 			h.emit(noCheckpointEvent(budget, "stop"))
 		}
 		cancel()
@@ -139,7 +153,7 @@ func (h *taskHandle) stop(budget time.Duration, sig syscall.Signal) error {
 func (h *taskHandle) awaitRequestedCheckpoint(before markerSnapshot, sentAt time.Time, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if m, seenAt, ok := awaitMarker(ctx, h.state.Paths.Marker, before, h.doneCh); ok {
+	if m, seenAt, ok := awaitMarker(ctx, h.state.Paths.Marker, before, h.groupAlive); ok {
 		h.recordCheckpoint(m, seenAt.Sub(sentAt), "signal")
 		return
 	}
@@ -160,7 +174,7 @@ func (h *taskHandle) recordCheckpoint(m marker, took time.Duration, reason strin
 
 // followLoop reads progress every period and publishes it, until the task ends; then once
 // more, so that the last lines are not lost.
-func (h *taskHandle) followLoop(period time.Duration, pub publisher) {
+func (h *taskHandle) followLoop(ctx context.Context, period time.Duration, pub publisher) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	var last *followState
@@ -186,6 +200,9 @@ func (h *taskHandle) followLoop(period time.Duration, pub publisher) {
 	}
 	for {
 		select {
+		case <-ctx.Done():
+			// The plugin is going away; a new one recovers the task and follows on.
+			return
 		case <-h.doneCh:
 			// A stop in progress records its checkpoint first.
 			h.stopping.Lock()
