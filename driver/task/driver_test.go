@@ -95,7 +95,7 @@ func newTask(t *testing.T, h *dtestutil.DriverHarness, command string, args ...s
 		DeviceEnv: map[string]string{"NVIDIA_VISIBLE_DEVICES": "GPU-aaaa,GPU-bbbb", "FFT_GPU_MODEL": "Tesla V100-SXM2-16GB"},
 		Resources: &drivers.Resources{NomadResources: &structs.AllocatedTaskResources{}, LinuxResources: &drivers.LinuxResources{}},
 	}
-	cleanup := h.MkAllocDir(task, false)
+	cleanup := h.MkAllocDir(task, true) // with logmon, for the stdout pattern
 	t.Cleanup(cleanup)
 	if command == "" {
 		self, err := os.Executable()
@@ -327,11 +327,41 @@ func TestRecoverWithoutDoubleCounting(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	hd, _ := d2.tasks.Get(task.ID)
 	st := hd.follow.snapshot()
+	if saved, ok, err := loadFollowState(filepath.Join(task.TaskDir().Dir, "private", stateFileName)); !ok || err != nil || saved.Tracker.Lines != st.Tracker.Lines {
+		t.Errorf("the state file in the task's private folder: %v, %v, %d lines; want the driver's %d", ok, err, saved.Tracker.Lines, st.Tracker.Lines)
+	}
 	if lines := progressLines(t, task); st.Tracker.Lines != lines || st.Tracker.Lines != 80 {
 		t.Errorf("the recovered driver counted %d lines; the file has %d, the trainer wrote 80", st.Tracker.Lines, lines)
 	}
 	if r, ok := a.last("default/" + task.JobID); !ok || r.Done != 400 || r.ThroughputPerSecond == nil || math.Abs(*r.ThroughputPerSecond-100) > 5 {
 		t.Errorf("last report %+v, want done 400 at 100/s within 5%%", r)
+	}
+}
+
+// A task that only prints its progress: the driver reads it from the stdout log.
+func TestProgressFromStdoutPattern(t *testing.T) {
+	a := newAllocator(t)
+	h, _, _ := newHarness(t, map[string]any{"allocator_address": a.srv.URL, "report_period": "200ms"})
+	task := newTask(t, h, "", "-stdout", "-rate", "200", "-total", "200")
+	self, _ := os.Executable()
+	if err := task.EncodeConcreteDriverConfig(map[string]any{"command": self, "args": []string{"fake-trainer", "-stdout", "-rate", "200", "-total", "200"},
+		"progress": map[string]any{"pattern": `step (?P<done>[0-9]+)`}}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, h, task)
+	if res := wait(t, h, task.ID, 30*time.Second); !res.Successful() {
+		t.Fatalf("exit %+v", res)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		r, _ := a.last("default/" + task.JobID)
+		if r.Done == 200 && r.ThroughputPerSecond != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("last report %+v, want done 200 with a rate", r)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

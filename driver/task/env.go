@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hashicorp/nomad/client/allocdir"
 	"github.com/hashicorp/nomad/plugins/drivers"
 )
 
@@ -75,6 +76,9 @@ type paths struct {
 // checkpoint under the plugin's checkpoint_root (job-level, shared between clients) or else
 // in the allocation's shared data folder.
 func taskPaths(cfg *drivers.TaskConfig, checkpointRoot string) (paths, error) {
+	if cfg.AllocDir == "" || cfg.Name == "" {
+		return paths{}, fmt.Errorf("placing the task's files: the task config has no alloc dir (%q) or name (%q)", cfg.AllocDir, cfg.Name)
+	}
 	td := cfg.TaskDir()
 	ckpt := filepath.Join(td.SharedAllocDir, "data", "fft-checkpoint", cfg.Name)
 	if checkpointRoot != "" {
@@ -91,7 +95,8 @@ func taskPaths(cfg *drivers.TaskConfig, checkpointRoot string) (paths, error) {
 		ProgressFile:  filepath.Join(td.LocalDir, progressFileName),
 		CheckpointDir: ckpt,
 		Marker:        filepath.Join(ckpt, markerFileName),
-		StateFile:     filepath.Join(td.PrivateDir, stateFileName),
+		// TaskConfig.TaskDir leaves PrivateDir empty; the client builds <task>/private.
+		StateFile:     filepath.Join(td.Dir, allocdir.TaskPrivate, stateFileName),
 		StdoutLogDir:  td.LogDir,
 		StdoutLogBase: cfg.Name + ".stdout.",
 	}, nil

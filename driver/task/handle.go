@@ -207,10 +207,35 @@ func (h *taskHandle) followLoop(ctx context.Context, period time.Duration, pub p
 			// A stop in progress records its checkpoint first.
 			h.stopping.Lock()
 			h.stopping.Unlock() //nolint:staticcheck // waiting for it, nothing to guard
+			h.drain()
 			step()
 			return
 		case <-t.C:
 			step()
+		}
+	}
+}
+
+// drainPolls and drainPoll bound how long the last output is awaited after the exit: the
+// stdout log is written by logmon, which may copy the task's last lines after it exited.
+const (
+	drainPolls = 10
+	drainPoll  = 200 * time.Millisecond
+)
+
+// drain reads until two polls in a row find nothing new (or drainPolls).
+func (h *taskHandle) drain() {
+	if h.follow.pattern == nil {
+		return
+	}
+	quiet := 0
+	for i := 0; i < drainPolls && quiet < 2; i++ {
+		time.Sleep(drainPoll)
+		changed, err := h.follow.poll()
+		if err != nil || !changed {
+			quiet++
+		} else {
+			quiet = 0
 		}
 	}
 }

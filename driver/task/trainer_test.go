@@ -38,6 +38,7 @@ func fakeTrainer(args []string) int {
 	ckptTime := fs.Duration("ckpt-time", 100*time.Millisecond, "time to write a checkpoint")
 	ignoreStop := fs.Bool("ignore-stop", false, "ignore SIGINT and SIGTERM (never checkpoint)")
 	envOut := fs.String("env-out", "", "write the GPU environment here as JSON")
+	stdout := fs.Bool("stdout", false, "print \"step N\" lines instead of writing the progress file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -96,7 +97,9 @@ func fakeTrainer(args []string) int {
 		case <-time.After(time.Until(next)):
 		}
 		done++
-		if done%*every == 0 {
+		if done%*every == 0 && *stdout {
+			fmt.Printf("epoch 0 step %d loss 0.1\n", done)
+		} else if done%*every == 0 {
 			fmt.Fprintf(progress, "{\"t\": %.6f, \"done\": %d, \"phase\": \"train\"}\n", float64(time.Now().UnixNano())/1e9, done)
 		}
 	}
