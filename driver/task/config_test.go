@@ -2,6 +2,7 @@ package task
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -154,4 +155,63 @@ func TestPluginConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestREADMEExamples parses the agent and task config examples of the driver's README with
+// the driver's schemas, so that the documentation keeps to the code.
+func TestREADMEExamples(t *testing.T) {
+	b, err := os.ReadFile("../../cmd/nomad-driver-fft/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for _, ex := range []struct {
+		after string
+		spec  *hclspec.Spec
+	}{{`plugin "nomad-driver-fft" {`, configSpec}, {`driver       = "fft"`, taskConfigSpec}} {
+		i := strings.Index(readme, ex.after)
+		if i < 0 {
+			t.Fatalf("README.md has no example with %q", ex.after)
+		}
+		block := configBlock(readme[i:])
+		dtc, err := parseThroughNomad(t, ex.spec, block)
+		if err != nil {
+			t.Fatalf("README.md's example after %q:\n%s\n%v", ex.after, block, err)
+		}
+		if ex.spec == taskConfigSpec {
+			if _, err := ParseTaskConfig(dtc); err != nil {
+				t.Errorf("README.md's task config: %v", err)
+			}
+			continue
+		}
+		var raw map[string]any
+		var mp []byte
+		if err := dtc.DecodeDriverConfig(&raw); err != nil {
+			t.Fatal(err)
+		}
+		if err := base.MsgPackEncode(&mp, raw); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ParseConfig(mp); err != nil {
+			t.Errorf("README.md's plugin config: %v", err)
+		}
+	}
+}
+
+// configBlock is the first `config { … }` block of text, braces matched.
+func configBlock(text string) string {
+	start := strings.Index(text, "config {")
+	depth := 0
+	for i := start; i < len(text); i++ {
+		switch text[i] {
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth == 0 {
+				return text[start : i+1]
+			}
+		}
+	}
+	return text[start:]
 }
