@@ -91,6 +91,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./allocator/jobmeta/
 	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime 30s ./driver/device/
 	$(GO) test -run '^$$' -fuzz FuzzParseTrace -fuzztime 30s ./allocator/sim/
+	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime 30s ./driver/progress/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./allocator/report/
 
 clean:
 	rm -rf $(BIN)
