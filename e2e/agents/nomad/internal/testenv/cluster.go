@@ -24,6 +24,9 @@ type FakeGPUClient struct {
 	// NodePool is the client's node pool ("": Nomad's "default"). Nomad creates a pool the
 	// first time a client names it.
 	NodePool string
+	// PluginDir replaces PluginDir(t), e.g. DriverPluginDir(t); AgentExtra is more HCL at the
+	// top level of the client's configuration.
+	PluginDir, AgentExtra string
 }
 
 // Cluster is one Nomad server and its clients, each on its own ports and data dir.
@@ -67,13 +70,18 @@ func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cl
 	var agents []*Agent
 	for i, fc := range clients {
 		p := at(i + 1)
+		dir := pluginDir
+		if fc.PluginDir != "" {
+			dir = fc.PluginDir
+		}
 		agents = append(agents, StartAgent(t, nomad, fc.Name, root, p, agentrun.NomadClientConfig(agentrun.NomadClient{
 			NomadAgent:   agent("fft-e2e-"+fc.Name, p),
 			Server:       server.RPCAddr,
 			NodePool:     fc.NodePool,
 			CgroupParent: "fft-e2e-" + fc.Name,
-			PluginDir:    pluginDir,
+			PluginDir:    dir,
 			GPU:          agentrun.FakeGPU{Model: fc.Model, Count: fc.Count, Extra: fc.Extra},
+			Extra:        fc.AgentExtra,
 		})))
 	}
 
