@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-
-	"github.com/nomad-fft/nomad-fft/allocator/report"
 	"sort"
 	"strings"
+
+	"github.com/nomad-fft/nomad-fft/allocator/report"
 )
 
 // Handler serves the service's HTTP API:
@@ -83,11 +83,11 @@ func progressHandler(s *Service) http.Handler {
 			return
 		}
 		rp, err := parseProgress(body)
-		done := rp.Done
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
+		done := rp.Done
 		id := ns + "/" + job
 		if err := storeReport(r.Context(), rep, id, rp); err != nil {
 			s.opts.log.Warn("storing a progress report failed", "job", id, "done", done, "error", err)
