@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -59,6 +60,22 @@ func (a *allocator) last(id string) (report.Report, bool) {
 		return report.Report{}, false
 	}
 	return rs[len(rs)-1], true
+}
+
+// await waits up to 5 s for a report of job id that satisfies ok, and returns the latest.
+func (a *allocator) await(t *testing.T, id string, ok func(report.Report) bool) report.Report {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r, found := a.last(id)
+		if found && ok(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the latest report of %s is %+v (%v), not the one awaited", id, r, found)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // newHarness is a driver behind Nomad's DriverHarness (real gRPC), configured with cfg.
@@ -164,6 +181,23 @@ func eventsOf(t *testing.T, h *dtestutil.DriverHarness, taskID string) func(time
 	}
 }
 
+// awaitProgress waits for the trainer's first progress lines: it has set up its signal
+// handlers by then (a signal before would end it).
+func awaitProgress(t *testing.T, task *drivers.TaskConfig, lines int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(task.TaskDir().LocalDir, progressFileName))
+		if strings.Count(string(b), "\n") >= lines {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the trainer wrote %d progress lines in 20s, want %d", strings.Count(string(b), "\n"), lines)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func progressLines(t *testing.T, task *drivers.TaskConfig) int {
 	b, err := os.ReadFile(filepath.Join(task.TaskDir().LocalDir, progressFileName))
 	if err != nil {
@@ -182,12 +216,8 @@ func TestCompletesAndReportsRate(t *testing.T) {
 	if res := wait(t, h, task.ID, 30*time.Second); !res.Successful() {
 		t.Fatalf("exit %+v", res)
 	}
-	// The executor's last state is read by the follow loop once more after the exit.
-	time.Sleep(300 * time.Millisecond)
-	r, ok := a.last("default/" + task.JobID)
-	if !ok {
-		t.Fatal("no report published")
-	}
+	// The follow loop reads and reports once more after the exit.
+	r := a.await(t, "default/"+task.JobID, func(r report.Report) bool { return r.Done == 300 })
 	if r.Done != 300 || r.GPUModel != "Tesla V100-SXM2-16GB" || r.GPUs != 2 {
 		t.Errorf("report %+v: want done 300 on 2 Tesla V100-SXM2-16GB", r)
 	}
@@ -219,7 +249,7 @@ func TestStopWithinBudgetCheckpoints(t *testing.T) {
 	task := newTask(t, h, "", "-rate", "50", "-bytes", "2500000", "-ckpt-time", "300ms")
 	start(t, h, task)
 	next := eventsOf(t, h, task.ID)
-	time.Sleep(time.Second)
+	awaitProgress(t, task, 5)
 	began := time.Now()
 	if err := h.StopTask(task.ID, 10*time.Second, "SIGTERM"); err != nil {
 		t.Fatalf("StopTask: %v", err)
@@ -229,8 +259,8 @@ func TestStopWithinBudgetCheckpoints(t *testing.T) {
 	if !strings.HasPrefix(ev.Message, "Checkpoint saved: 2.5 MB in ") || !strings.Contains(ev.Message, " at step ") {
 		t.Errorf("event %q", ev.Message)
 	}
-	secs := ev.Annotations["checkpoint_seconds"]
-	if ev.Annotations["checkpoint_bytes"] != "2500000" || ev.Annotations["reason"] != "stop" || ev.Annotations["step"] == "" || ev.Annotations["step"] == "0" || secs < "0.3" {
+	secs, err := strconv.ParseFloat(ev.Annotations["checkpoint_seconds"], 64)
+	if ev.Annotations["checkpoint_bytes"] != "2500000" || ev.Annotations["reason"] != "stop" || ev.Annotations["step"] == "" || ev.Annotations["step"] == "0" || err != nil || secs < 0.3 {
 		t.Errorf("annotations %v: want 2500000 bytes, a step, >= 0.3 s, reason stop", ev.Annotations)
 	}
 	if took > 5*time.Second {
@@ -239,8 +269,8 @@ func TestStopWithinBudgetCheckpoints(t *testing.T) {
 	if res := wait(t, h, task.ID, 5*time.Second); !res.Successful() {
 		t.Errorf("exit %+v, want 0 (the trainer exits after its checkpoint)", res)
 	}
-	time.Sleep(400 * time.Millisecond)
-	if r, _ := a.last("default/" + task.JobID); r.CheckpointBytes == nil || *r.CheckpointBytes != 2500000 || r.CheckpointSeconds == nil {
+	r := a.await(t, "default/"+task.JobID, func(r report.Report) bool { return r.CheckpointBytes != nil })
+	if *r.CheckpointBytes != 2500000 || r.CheckpointSeconds == nil || *r.CheckpointSeconds < 0.3 {
 		t.Errorf("last report %+v: want the checkpoint's size and time", r)
 	}
 }
@@ -250,7 +280,7 @@ func TestStopBeyondBudgetKills(t *testing.T) {
 	task := newTask(t, h, "", "-ignore-stop")
 	start(t, h, task)
 	next := eventsOf(t, h, task.ID)
-	time.Sleep(500 * time.Millisecond) // the trainer ignores SIGINT once it runs
+	awaitProgress(t, task, 1) // the trainer ignores SIGINT once it runs
 	began := time.Now()
 	if err := h.StopTask(task.ID, 700*time.Millisecond, "SIGINT"); err != nil {
 		t.Fatalf("StopTask: %v", err)
@@ -275,7 +305,7 @@ func TestStopSignalReachesChildren(t *testing.T) {
 	task := newTask(t, h, "/bin/sh", "-c", self+" fake-trainer -rate 50 -bytes 42; echo trainer ended")
 	start(t, h, task)
 	next := eventsOf(t, h, task.ID)
-	time.Sleep(500 * time.Millisecond)
+	awaitProgress(t, task, 2)
 	if err := h.StopTask(task.ID, 10*time.Second, "SIGTERM"); err != nil {
 		t.Fatalf("StopTask: %v", err)
 	}
@@ -289,7 +319,7 @@ func TestSignalAsksForCheckpoint(t *testing.T) {
 	task := newTask(t, h, "", "-rate", "50", "-bytes", "7")
 	start(t, h, task)
 	next := eventsOf(t, h, task.ID)
-	time.Sleep(300 * time.Millisecond)
+	awaitProgress(t, task, 2)
 	if err := h.SignalTask(task.ID, "SIGUSR1"); err != nil {
 		t.Fatalf("SignalTask: %v", err)
 	}
@@ -313,7 +343,7 @@ func TestRecoverWithoutDoubleCounting(t *testing.T) {
 	h1, _, stop1 := newHarness(t, cfg)
 	task := newTask(t, h1, "", "-rate", "100", "-every", "5", "-total", "400")
 	handle := start(t, h1, task)
-	time.Sleep(1500 * time.Millisecond)
+	awaitProgress(t, task, 20)
 	stop1() // the old plugin's loops end; its executor (a separate process) runs on
 
 	h2, d2, _ := newHarness(t, cfg)
@@ -324,7 +354,7 @@ func TestRecoverWithoutDoubleCounting(t *testing.T) {
 	if res := wait(t, h2, task.ID, 30*time.Second); !res.Successful() {
 		t.Fatalf("exit %+v", res)
 	}
-	time.Sleep(300 * time.Millisecond)
+	r := a.await(t, "default/"+task.JobID, func(r report.Report) bool { return r.Done == 400 })
 	hd, _ := d2.tasks.Get(task.ID)
 	st := hd.follow.snapshot()
 	if saved, ok, err := loadFollowState(filepath.Join(task.TaskDir().Dir, "private", stateFileName)); !ok || err != nil || saved.Tracker.Lines != st.Tracker.Lines {
@@ -333,7 +363,7 @@ func TestRecoverWithoutDoubleCounting(t *testing.T) {
 	if lines := progressLines(t, task); st.Tracker.Lines != lines || st.Tracker.Lines != 80 {
 		t.Errorf("the recovered driver counted %d lines; the file has %d, the trainer wrote 80", st.Tracker.Lines, lines)
 	}
-	if r, ok := a.last("default/" + task.JobID); !ok || r.Done != 400 || r.ThroughputPerSecond == nil || math.Abs(*r.ThroughputPerSecond-100) > 5 {
+	if r.ThroughputPerSecond == nil || math.Abs(*r.ThroughputPerSecond-100) > 5 {
 		t.Errorf("last report %+v, want done 400 at 100/s within 5%%", r)
 	}
 }
