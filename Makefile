@@ -93,6 +93,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseTrace -fuzztime 30s ./allocator/sim/
 	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime 30s ./driver/progress/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./allocator/report/
+	$(GO) test -run '^$$' -fuzz FuzzParseMarker -fuzztime 30s ./driver/task/
 
 clean:
 	rm -rf $(BIN)
