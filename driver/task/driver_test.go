@@ -221,6 +221,9 @@ func TestCompletesAndReportsRate(t *testing.T) {
 	if r.Done != 300 || r.GPUModel != "Tesla V100-SXM2-16GB" || r.GPUs != 2 {
 		t.Errorf("report %+v: want done 300 on 2 Tesla V100-SXM2-16GB", r)
 	}
+	if r.ThroughputPerSecond != nil && r.RestartSeconds != nil {
+		t.Logf("published throughput %.3f/s (true %g/s), restart %.3f s", *r.ThroughputPerSecond, rate, *r.RestartSeconds)
+	}
 	if r.ThroughputPerSecond == nil || math.Abs(*r.ThroughputPerSecond-rate)/rate > 0.05 {
 		t.Errorf("throughput %v, want %g within 5%%", r.ThroughputPerSecond, rate)
 	}
@@ -362,6 +365,9 @@ func TestRecoverWithoutDoubleCounting(t *testing.T) {
 	}
 	if lines := progressLines(t, task); st.Tracker.Lines != lines || st.Tracker.Lines != 80 {
 		t.Errorf("the recovered driver counted %d lines; the file has %d, the trainer wrote 80", st.Tracker.Lines, lines)
+	}
+	if r.ThroughputPerSecond != nil {
+		t.Logf("published throughput after recovery %.3f/s (true 100/s)", *r.ThroughputPerSecond)
 	}
 	if r.ThroughputPerSecond == nil || math.Abs(*r.ThroughputPerSecond-100) > 5 {
 		t.Errorf("last report %+v, want done 400 at 100/s within 5%%", r)
