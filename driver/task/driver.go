@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/nomad/drivers/shared/eventer"
 	"github.com/hashicorp/nomad/drivers/shared/executor"
 	"github.com/hashicorp/nomad/plugins/base"
@@ -153,30 +154,66 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	if _, ok := d.tasks.Get(cfg.ID); ok {
 		return nil, nil, fmt.Errorf("task with ID %q already started", cfg.ID)
 	}
-	tc, err := ParseTaskConfig(cfg)
+	conf, _, nomadConf := d.settings()
+	tc, p, g, err := prepareTask(cfg, conf.CheckpointRoot)
 	if err != nil {
 		return nil, nil, err
 	}
-	conf, pub, nomadConf := d.settings()
-	p, err := taskPaths(cfg, conf.CheckpointRoot)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := os.MkdirAll(p.CheckpointDir, 0o777); err != nil {
-		return nil, nil, fmt.Errorf("creating the checkpoint folder: %w", err)
-	}
-	if err := ensureDir(p.StateFile); err != nil {
-		return nil, nil, err
-	}
-	g := allocatedGPUs(cfg)
 	logger := d.logger.With("alloc_id", cfg.AllocID, "task_name", cfg.Name)
 	logger.Info("starting task", "command", tc.Command, "gpus", g.IDs, "checkpoint_dir", p.CheckpointDir)
+	// The follower notes where the files end before the process starts: what is there is
+	// from an earlier run, what comes after is this run's.
+	startedAt := time.Now().Round(time.Millisecond)
+	fol, err := newFollower(p, tc, startedAt, logger)
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting task %q: %w", cfg.Name, err)
+	}
+	exec, client, pid, err := launch(logger, nomadConf, cfg, tc, g, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := taskState{
+		ReattachConfig: pstructs.ReattachConfigFromGoPlugin(client.ReattachConfig()),
+		Pid:            pid, StartedAt: startedAt, Task: tc, Paths: p, GPUModel: g.Model, GPUIDs: g.IDs,
+	}
+	handle := drivers.NewTaskHandle(taskHandleVersion)
+	handle.Config = cfg
+	if err := handle.SetDriverState(&st); err != nil {
+		_ = exec.Shutdown("", 0)
+		client.Kill()
+		return nil, nil, fmt.Errorf("starting task %q: saving its state: %w", cfg.Name, err)
+	}
+	d.track(cfg, st, exec, client, fol, logger)
+	return handle, nil, nil
+}
 
+// prepareTask checks the task's config and creates its folders.
+func prepareTask(cfg *drivers.TaskConfig, checkpointRoot string) (TaskConfig, paths, gpus, error) {
+	tc, err := ParseTaskConfig(cfg)
+	if err != nil {
+		return TaskConfig{}, paths{}, gpus{}, err
+	}
+	p, err := taskPaths(cfg, checkpointRoot)
+	if err != nil {
+		return TaskConfig{}, paths{}, gpus{}, err
+	}
+	if err := os.MkdirAll(p.CheckpointDir, 0o777); err != nil {
+		return TaskConfig{}, paths{}, gpus{}, fmt.Errorf("creating the checkpoint folder: %w", err)
+	}
+	if err := ensureDir(p.StateFile); err != nil {
+		return TaskConfig{}, paths{}, gpus{}, err
+	}
+	return tc, p, allocatedGPUs(cfg), nil
+}
+
+// launch starts an executor (this binary, re-run) and the task's process in it, without a
+// cgroup, as raw_exec with no_cgroups; the executor makes the process a group leader.
+func launch(logger hclog.Logger, nomadConf *base.ClientDriverConfig, cfg *drivers.TaskConfig, tc TaskConfig, g gpus, p paths) (executor.Executor, *plugin.Client, int, error) {
 	exec, client, err := executor.CreateExecutor(logger, nomadConf, &executor.ExecutorConfig{
 		LogFile: filepath.Join(cfg.TaskDir().Dir, "executor.out"), LogLevel: "debug",
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating the executor: %w", err)
+		return nil, nil, 0, fmt.Errorf("creating the executor: %w", err)
 	}
 	env := taskEnv(cfg, tc, g, p)
 	sort.Strings(env)
@@ -186,30 +223,14 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	})
 	if err != nil {
 		client.Kill()
-		return nil, nil, fmt.Errorf("launching %q: %w", tc.Command, err)
+		return nil, nil, 0, fmt.Errorf("launching %q: %w", tc.Command, err)
 	}
-	st := taskState{
-		ReattachConfig: pstructs.ReattachConfigFromGoPlugin(client.ReattachConfig()),
-		Pid:            ps.Pid, StartedAt: time.Now().Round(time.Millisecond),
-		Task: tc, Paths: p, GPUModel: g.Model, GPUIDs: g.IDs,
-	}
-	fol, err := newFollower(p, tc, st.StartedAt, logger)
-	if err == nil {
-		handle := drivers.NewTaskHandle(taskHandleVersion)
-		handle.Config = cfg
-		if err = handle.SetDriverState(&st); err == nil {
-			d.track(cfg, st, exec, client, fol, logger, conf.ReportPeriod, pub)
-			return handle, nil, nil
-		}
-	}
-	_ = exec.Shutdown("", 0)
-	client.Kill()
-	return nil, nil, fmt.Errorf("starting task %q: %w", cfg.Name, err)
+	return exec, client, ps.Pid, nil
 }
 
 // track registers a started or recovered task and starts its wait and follow loops.
-func (d *Driver) track(cfg *drivers.TaskConfig, st taskState, exec executor.Executor, client pluginClient,
-	fol *follower, logger hclog.Logger, period time.Duration, pub publisher) {
+func (d *Driver) track(cfg *drivers.TaskConfig, st taskState, exec executor.Executor, client pluginClient, fol *follower, logger hclog.Logger) {
+	conf, pub, _ := d.settings()
 	h := &taskHandle{
 		exec: exec, pluginClient: client, logger: logger, taskConfig: cfg, state: st,
 		gpus: gpus{Model: st.GPUModel, IDs: st.GPUIDs}, follow: fol,
@@ -224,7 +245,7 @@ func (d *Driver) track(cfg *drivers.TaskConfig, st taskState, exec executor.Exec
 	}
 	d.tasks.Set(cfg.ID, h)
 	go h.run()
-	go h.followLoop(d.ctx, period, pub)
+	go h.followLoop(d.ctx, conf.ReportPeriod, pub)
 }
 
 func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
@@ -252,8 +273,7 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 		client.Kill()
 		return fmt.Errorf("recovering task %q: %w", handle.Config.ID, err)
 	}
-	conf, pub, _ := d.settings()
-	d.track(handle.Config, st, exec, client, fol, logger, conf.ReportPeriod, pub)
+	d.track(handle.Config, st, exec, client, fol, logger)
 	logger.Info("recovered task", "pid", st.Pid)
 	return nil
 }
