@@ -300,6 +300,39 @@ func TestStopBeyondBudgetKills(t *testing.T) {
 	}
 }
 
+// With checkpoint_root, the job's next allocation (a new task folder, here in the same
+// driver) resumes from the last checkpoint and reports its measured size and time.
+func TestNextAllocationResumesFromSharedCheckpoint(t *testing.T) {
+	a := newAllocator(t)
+	root := t.TempDir()
+	h, _, _ := newHarness(t, map[string]any{"allocator_address": a.srv.URL, "report_period": "200ms", "checkpoint_root": root})
+	first := newTask(t, h, "", "-rate", "100", "-bytes", "3000")
+	start(t, h, first)
+	awaitProgress(t, first, 4)
+	if err := h.StopTask(first.ID, 5*time.Second, "SIGINT"); err != nil {
+		t.Fatalf("StopTask: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "default", first.JobID, "main", "train", markerFileName))
+	if err != nil {
+		t.Fatalf("no marker under checkpoint_root: %v", err)
+	}
+	m, err := parseMarker(b)
+	if err != nil || m.Step < 20 {
+		t.Fatalf("the marker under checkpoint_root: %+v, %v", m, err)
+	}
+
+	second := newTask(t, h, "", "-rate", "100", "-total", "30")
+	second.JobID = first.JobID
+	start(t, h, second)
+	if res := wait(t, h, second.ID, 20*time.Second); !res.Successful() {
+		t.Fatalf("exit %+v", res)
+	}
+	r := a.await(t, "default/"+first.JobID, func(r report.Report) bool { return r.Done == m.Step+30 })
+	if r.CheckpointBytes == nil || *r.CheckpointBytes != 3000 || r.CheckpointSeconds == nil || r.RestartSeconds == nil {
+		t.Errorf("the next allocation's report %+v: want the checkpoint's 3000 bytes and time, and its restart time", r)
+	}
+}
+
 // A `sh -c` wrapper: the stop signal reaches the trainer it started, which checkpoints
 // although the shell itself dies of SIGTERM at once.
 func TestStopSignalReachesChildren(t *testing.T) {

@@ -27,6 +27,7 @@ const (
 const (
 	progressFileName = "fft-progress.jsonl"
 	markerFileName   = "fft-checkpoint.json"
+	recordFileName   = "fft-driver-checkpoint.json"
 	stateFileName    = "fft-driver-state.json"
 )
 
@@ -67,9 +68,11 @@ type paths struct {
 	ProgressFile  string `json:"progress_file"`
 	CheckpointDir string `json:"checkpoint_dir"`
 	Marker        string `json:"marker"`
-	StateFile     string `json:"state_file"`
-	StdoutLogDir  string `json:"stdout_log_dir"`
-	StdoutLogBase string `json:"stdout_log_base"`
+	// CheckpointRecord is the driver's measurement of the last checkpoint, beside it.
+	CheckpointRecord string `json:"checkpoint_record"`
+	StateFile        string `json:"state_file"`
+	StdoutLogDir     string `json:"stdout_log_dir"`
+	StdoutLogBase    string `json:"stdout_log_base"`
 }
 
 // taskPaths places the task's files: progress and driver state in the task folder, the
@@ -92,9 +95,10 @@ func taskPaths(cfg *drivers.TaskConfig, checkpointRoot string) (paths, error) {
 		ckpt = filepath.Join(parts...)
 	}
 	return paths{
-		ProgressFile:  filepath.Join(td.LocalDir, progressFileName),
-		CheckpointDir: ckpt,
-		Marker:        filepath.Join(ckpt, markerFileName),
+		ProgressFile:     filepath.Join(td.LocalDir, progressFileName),
+		CheckpointDir:    ckpt,
+		Marker:           filepath.Join(ckpt, markerFileName),
+		CheckpointRecord: filepath.Join(ckpt, recordFileName),
 		// TaskConfig.TaskDir leaves PrivateDir empty; the client builds <task>/private.
 		StateFile:     filepath.Join(td.Dir, allocdir.TaskPrivate, stateFileName),
 		StdoutLogDir:  td.LogDir,

@@ -2,6 +2,7 @@ package task
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -39,6 +40,10 @@ func newFollower(p paths, tc TaskConfig, start time.Time, logger hclog.Logger) (
 		return nil, err
 	}
 	old := f.st
+	if old.Checkpoint == nil {
+		// A new allocation of the job: its last checkpoint's measurements are kept beside it.
+		old.Checkpoint = loadCheckpointRecord(p.CheckpointRecord)
+	}
 	f.st = followState{Tracker: *progress.NewTracker(unixSeconds(start), tc.WarmupPoints), Checkpoint: old.Checkpoint}
 	if fi, err := os.Stat(p.ProgressFile); err == nil {
 		f.st.ProgressOffset = fi.Size()
@@ -196,12 +201,33 @@ func exists(path string) bool {
 	return err == nil
 }
 
-// setCheckpoint records a checkpoint and saves the state.
+// setCheckpoint records a checkpoint and saves the state, and the record beside the
+// checkpoint, where the job's next allocation finds it (on another node with checkpoint_root).
 func (f *follower) setCheckpoint(c checkpointRecord) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st.Checkpoint = &c
-	return f.st.save(f.paths.StateFile)
+	if err := f.st.save(f.paths.StateFile); err != nil {
+		return err
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("encoding the checkpoint record: %w", err)
+	}
+	return writeAtomic(f.paths.CheckpointRecord, b)
+}
+
+// loadCheckpointRecord reads the record beside a checkpoint; nil when there is none.
+func loadCheckpointRecord(path string) *checkpointRecord {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var c checkpointRecord
+	if json.Unmarshal(b, &c) != nil {
+		return nil
+	}
+	return &c
 }
 
 // snapshot returns a copy of the state.

@@ -73,12 +73,17 @@ func (st *followState) save(path string) error {
 	if err != nil {
 		return fmt.Errorf("encoding driver state: %w", err)
 	}
+	return writeAtomic(path, b)
+}
+
+// writeAtomic replaces path with b through a temporary file and a rename.
+func writeAtomic(path string, b []byte) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("writing driver state %q: %w", tmp, err)
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("writing %q: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("replacing driver state %q: %w", path, err)
+		return fmt.Errorf("replacing %q: %w", path, err)
 	}
 	return nil
 }

@@ -199,8 +199,8 @@ plugin "nomad-driver-fft" {
 	second := runningAlloc(t, c.API, first.ID)
 	r2 := reported("an A100 report", func(r report) bool { return r.GPUModel == modelA100 && r.ThroughputPerSecond != nil })
 	t.Logf("A100 report: %s", show(r2))
-	if r2.Done <= float64(step) || r2.RestartSeconds == nil {
-		t.Errorf("A100 report %s: want done beyond the checkpoint's step %d and a restart time", show(r2), step)
+	if r2.Done <= float64(step) || r2.RestartSeconds == nil || r2.CheckpointBytes == nil || *r2.CheckpointBytes != 65536 {
+		t.Errorf("A100 report %s: want done beyond the checkpoint's step %d, a restart time and the checkpoint's 65536 bytes", show(r2), step)
 	}
 	if out := stdout(t, c.API, second); !strings.Contains(out, fmt.Sprintf("resuming from step %d\n", step)) {
 		t.Errorf("the second run's output does not resume from step %d:\n%s", step, out)
