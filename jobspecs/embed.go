@@ -10,5 +10,6 @@ var FS embed.FS
 // Train is the training job FFT schedules, fft-train.nomad.hcl.
 const Train = "fft-train.nomad.hcl"
 
-// TrainDriver is the training job on the nomad-fft task driver, fft-train-driver.nomad.hcl.
+// TrainDriver is the training job on the nomad-fft task driver, fft-train-driver.nomad.hcl:
+// fftctl dev's sample workload.
 const TrainDriver = "fft-train-driver.nomad.hcl"
