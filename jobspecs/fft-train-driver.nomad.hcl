@@ -52,7 +52,8 @@ job "fft-train-driver" {
     "fft.work"       = var.work
     "fft.work_unit"  = "steps"
     "fft.throughput" = var.throughput
-    "fft.state_size" = "0.001"
+    # Declared as fft-train's (GB); the driver reports the checkpoint's real size.
+    "fft.state_size" = "0.5"
     "fft.user"       = "alice"
   }
 
