@@ -94,6 +94,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./allocator/jobmeta/
 	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime 30s ./driver/device/
 	$(GO) test -run '^$$' -fuzz FuzzParseTrace -fuzztime 30s ./allocator/workload/
+	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime 30s ./driver/progress/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./allocator/report/
+	$(GO) test -run '^$$' -fuzz FuzzParseMarker -fuzztime 30s ./driver/task/
 
 ## release: versioned archives of every binary for linux/amd64 and linux/arm64
 ## in dist/ (<name>_<version>_<os>_<arch>.zip and nomad-fft_<version>_SHA256SUMS),

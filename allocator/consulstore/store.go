@@ -239,24 +239,20 @@ func (s *Store) run(ctx context.Context, ops api.TxnOps, what string) (*api.TxnR
 func (s *Store) ProgressKey(id string) string { return s.prefix + dirProgress + id }
 
 // Progress returns the work done that jobs report under <prefix>/progress/,
-// by job ID. A value that is not a finite number >= 0 is left out, and the
-// error names its key; the valid reports are returned with it.
+// by job ID: a plain number, or the done of a JSON report (StoreReport). A
+// value that is neither is left out, and the error names its key; the valid
+// reports are returned with it.
 func (s *Store) Progress(ctx context.Context) (map[string]float64, error) {
 	pairs, _, err := s.kv.List(s.prefix+dirProgress, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("listing %s%s: %w", s.prefix, dirProgress, s.needs(err, "read"))
 	}
-	out := make(map[string]float64, len(pairs))
-	var errs []error
-	for _, p := range pairs {
-		v, err := strconv.ParseFloat(strings.TrimSpace(string(p.Value)), 64)
-		if err != nil || !(v >= 0) || math.IsInf(v, 0) {
-			errs = append(errs, fmt.Errorf("progress key %s = %q: expected work units done, a number >= 0", p.Key, p.Value))
-			continue
-		}
-		out[strings.TrimPrefix(p.Key, s.prefix+dirProgress)] = v
+	reports, err := s.reports(pairs)
+	out := make(map[string]float64, len(reports))
+	for id, r := range reports {
+		out[id] = r.Done
 	}
-	return out, errors.Join(errs...)
+	return out, err
 }
 
 // ReportProgress records that job id ("namespace/job") has done `done` work

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator/live"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/report"
 	"github.com/nomad-fft/nomad-fft/e2e/consultest"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
@@ -138,6 +139,20 @@ func TestStoreAgainstConsul(t *testing.T) {
 		if err := s.ReportProgress(ctx, bad.id, bad.done); err == nil {
 			t.Errorf("ReportProgress(%q, %g) accepted", bad.id, bad.done)
 		}
+	}
+	// A driver's full report: Progress still reads its done, Reports the rest.
+	full := report.Report{Done: 11, ThroughputPerSecond: report.Float(2.5), GPUModel: "V100", GPUs: 2, CheckpointBytes: report.Float(4096)}
+	if err := s.StoreReport(ctx, "team/job-z", full); err != nil {
+		t.Fatal(err)
+	}
+	if prog, _ := s.Progress(ctx); prog["team/job-z"] != 11 {
+		t.Errorf("Progress after StoreReport(done 11): %v", prog)
+	}
+	if reps, _ := s.Reports(ctx); !reflect.DeepEqual(reps["team/job-z"], full) || reps["team/job-x"].Done != 9.25 {
+		t.Errorf("Reports = %+v, want team/job-z = %+v and team/job-x done 9.25", reps, full)
+	}
+	if err := s.StoreReport(ctx, "team/job-z", report.Report{Done: 1, RestartSeconds: report.Float(-1)}); err == nil || !strings.Contains(err.Error(), "restart_seconds") {
+		t.Errorf("StoreReport of a negative restart_seconds: %v", err)
 	}
 	// The allocator's progress endpoint writes the same key, through a
 	// service that does not lead (a standby).

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"io"
-	"math"
 	"net/http"
-	"strconv"
 	"strings"
+
+	"github.com/nomad-fft/nomad-fft/allocator/report"
 )
 
 // Handler serves the service's HTTP API:
@@ -80,7 +80,7 @@ func WithMetrics(h http.Handler) HandlerOption {
 const maxProgressBody = 1 << 10
 
 // progressUsage is the fix every rejected report is told.
-const progressUsage = `the body is the work units done, a number >= 0 such as 42 or JSON {"done": 42}`
+const progressUsage = report.Usage
 
 func progressHandler(s *Service, o *handlerOptions) http.Handler {
 	var last lastReports
@@ -114,11 +114,12 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("reading the body: %v", err))
 			return
 		}
-		done, err := parseProgress(body)
+		rp, err := parseProgress(body)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
+		done := rp.Done
 		id := ns + "/" + job
 		if work, ok := s.jobWork(id); ok && done > work {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("done = %g is beyond the job's fft.work = %g: report the work units done so far, at most the job's work", done, work))
@@ -128,7 +129,7 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 			writeError(w, http.StatusConflict, why)
 			return
 		}
-		if err := rep.ReportProgress(r.Context(), id, done); err != nil {
+		if err := storeReport(r.Context(), rep, id, rp); err != nil {
 			s.opts.log.Warn("storing a progress report failed", "job", id, "done", done, "error", err)
 			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("storing the report failed, retry: %v", err))
 			return
@@ -139,44 +140,9 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 	})
 }
 
-// parseProgress reads a progress report's body: a number, or a JSON object
-// whose only field is "done". It returns an error naming the field and the
-// fix.
-func parseProgress(body []byte) (float64, error) {
-	text := strings.TrimSpace(string(body))
-	var done float64
-	switch {
-	case text == "":
-		return 0, fmt.Errorf("empty body: %s", progressUsage)
-	case strings.HasPrefix(text, "{"):
-		var v struct {
-			Done *float64 `json:"done"`
-		}
-		dec := json.NewDecoder(strings.NewReader(text))
-		dec.DisallowUnknownFields()
-		err := dec.Decode(&v)
-		if err == nil && dec.More() {
-			err = errors.New("text after the object")
-		}
-		if err != nil {
-			return 0, fmt.Errorf("body %q is not a JSON object with the one field \"done\" (%v): %s", text, err, progressUsage)
-		}
-		if v.Done == nil {
-			return 0, fmt.Errorf("body %q has no field \"done\": %s", text, progressUsage)
-		}
-		done = *v.Done
-	default:
-		x, err := strconv.ParseFloat(text, 64)
-		if err != nil {
-			return 0, fmt.Errorf("body %q is not a number: %s", text, progressUsage)
-		}
-		done = x
-	}
-	if !(done >= 0) || math.IsInf(done, 0) {
-		return 0, fmt.Errorf("done = %g is not a finite number >= 0: %s", done, progressUsage)
-	}
-	return done, nil
-}
+// parseProgress reads a progress report's body (package report): a number,
+// or a JSON object with "done" and the fields a task driver measured.
+func parseProgress(body []byte) (report.Report, error) { return report.Parse(body) }
 
 // writeError answers a request that failed with {"error": msg}.
 func writeError(w http.ResponseWriter, code int, msg string) {

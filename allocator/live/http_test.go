@@ -88,7 +88,10 @@ func TestProgressEndpoint(t *testing.T) {
 		{name: "JSON without done", method: "PUT", path: "/v1/progress/default/train", body: `{}`,
 			wantCode: 400, wantBody: `has no field \"done\"`},
 		{name: "JSON string", method: "PUT", path: "/v1/progress/default/train", body: `{"done": "3"}`,
-			wantCode: 400, wantBody: `not a JSON object with the one field \"done\"`},
+			wantCode: 400, wantBody: `is not a JSON progress report`},
+		{name: "a driver's report, on a store that keeps the work done only", method: "PUT", path: "/v1/progress/default/train",
+			body:     `{"done": 7, "throughput_per_second": 2.5, "gpu_model": "V100", "gpus": 2}`,
+			wantCode: 200, wantStored: map[string]float64{"default/train": 7}},
 		{name: "two objects", method: "PUT", path: "/v1/progress/default/train", body: `{"done": 1} {"done": 2}`,
 			wantCode: 400, wantBody: `text after the object`},
 		{name: "too big", method: "PUT", path: "/v1/progress/default/train", body: strings.Repeat(" ", maxProgressBody+1) + "1",
@@ -207,14 +210,14 @@ func FuzzParseProgress(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		done, err := parseProgress(body)
+		rp, err := parseProgress(body)
 		if err != nil {
 			if !strings.Contains(err.Error(), progressUsage) {
 				t.Fatalf("error %q does not say what the body should be", err)
 			}
 			return
 		}
-		if math.IsNaN(done) || math.IsInf(done, 0) || done < 0 {
+		if done := rp.Done; math.IsNaN(done) || math.IsInf(done, 0) || done < 0 {
 			t.Fatalf("accepted %q as %g", body, done)
 		}
 	})

@@ -41,6 +41,8 @@ type NomadClient struct {
 	// PluginDir holds the device plugin's executable, named PluginName.
 	PluginDir string
 	GPU       FakeGPU
+	// Extra is more HCL at the top level of the client's configuration (another plugin block).
+	Extra string
 }
 
 // FakeGPU is the device plugin's fake block: Count GPUs of Model
@@ -142,7 +144,7 @@ plugin %s {
     }
   }
 }
-`, quote(c.PluginDir), quote(c.Server), pool, quote(c.CgroupParent), quote(PluginName), quote(c.GPU.Model), c.GPU.Count, gpu)
+`, quote(c.PluginDir), quote(c.Server), pool, quote(c.CgroupParent), quote(PluginName), quote(c.GPU.Model), c.GPU.Count, gpu) + c.Extra
 }
 
 // ConsulPorts are the ports a Consul dev agent binds (DNS and gRPC are off).

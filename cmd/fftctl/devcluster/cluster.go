@@ -56,6 +56,9 @@ type Cluster struct {
 	// ConsulAddr Consul's (127.0.0.1:port, as CONSUL_HTTP_ADDR takes it),
 	// and AllocatorAddr the allocator's status endpoint, once started.
 	NomadAddr, ConsulAddr, AllocatorAddr string
+	// allocatorPort is chosen before the clients start, whose task driver
+	// reports there.
+	allocatorPort int
 
 	mu      sync.Mutex
 	procs   []*agentrun.Process
@@ -156,9 +159,15 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 
 	pluginDir := filepath.Join(dir, "plugins")
-	if err := installPlugin(c.cfg.Bin.Plugin, pluginDir); err != nil {
+	if err := installPlugins(pluginDir, c.cfg.Bin.Plugin, c.cfg.Bin.Driver); err != nil {
 		return err
 	}
+	// The clients' task driver reports to the allocator, started later on this port.
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	c.allocatorPort = port
 	serverRPC := fmt.Sprintf("127.0.0.1:%d", sp.RPC)
 	var clients []*agentrun.Process
 	for _, gc := range c.cfg.Clients {
@@ -167,7 +176,7 @@ func (c *Cluster) start(ctx context.Context) error {
 			return err
 		}
 		progress(fmt.Sprintf("Starting Nomad client %s: %d x %s (node pool %q)", gc.Name, gc.Count, gc.Model, NodePool))
-		proc, err := c.launchNomad("nomad-client-"+gc.Name, clientConfig(dir, pluginDir, p, c.ConsulAddr, serverRPC, NodePool, gc))
+		proc, err := c.launchNomad("nomad-client-"+gc.Name, clientConfig(dir, pluginDir, p, c.ConsulAddr, serverRPC, NodePool, fmt.Sprintf("http://127.0.0.1:%d", c.allocatorPort), gc))
 		if err != nil {
 			return err
 		}
@@ -205,9 +214,13 @@ func clientsReady(nc *nomad.Client, clients []GPUClient) error {
 // against the cluster and waits until it answers on its status endpoint.
 // Its GPU node pool is its default, the clients' NodePool.
 func (c *Cluster) StartAllocator(ctx context.Context, round time.Duration) error {
-	port, err := freePort()
-	if err != nil {
-		return err
+	port := c.allocatorPort
+	if port == 0 {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		port = p
 	}
 	c.AllocatorAddr = fmt.Sprintf("http://127.0.0.1:%d", port)
 	c.cfg.Progress(fmt.Sprintf("Starting fft-allocator (rounds of %s; status on %s/v1/status)", round, c.AllocatorAddr))
@@ -334,17 +347,23 @@ func (c *Cluster) watch(p *agentrun.Process, err error) (*agentrun.Process, erro
 	return p, nil
 }
 
-// installPlugin copies the plugin into a folder of its own under its
-// plugin block's name, as the clients' plugin_dir wants it.
-func installPlugin(bin, dir string) error {
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		return fmt.Errorf("reading the device plugin: %w", err)
-	}
+// installPlugins copies the device plugin and the task driver into a folder
+// of their own under their plugin blocks' names, as the clients' plugin_dir
+// wants them.
+func installPlugins(dir, plugin, driver string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, agentrun.PluginName), data, 0o755)
+	for _, b := range []struct{ bin, name string }{{plugin, agentrun.PluginName}, {driver, DriverName}} {
+		data, err := os.ReadFile(b.bin)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", b.name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, b.name), data, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // exitError is a program that ended while the cluster waited for it.

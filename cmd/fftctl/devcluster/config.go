@@ -1,7 +1,10 @@
 package devcluster
 
 import (
+	"fmt"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/nomad-fft/nomad-fft/e2e/agentrun"
 )
@@ -55,9 +58,11 @@ func serverConfig(dir string, p agentrun.NomadPorts, consulAddr string) string {
 }
 
 // clientConfig is a Nomad client's configuration: raw_exec without
-// cgroups (the sample tasks are shell scripts) and the device plugin with
-// the client's fake GPUs, in the given node pool.
-func clientConfig(dir, pluginDir string, p agentrun.NomadPorts, consulAddr, serverRPC, pool string, c GPUClient) string {
+// cgroups, the device plugin with the client's fake GPUs, and the fft task
+// driver reporting to the allocator at allocatorAddr with its checkpoints in
+// the state folder (shared by the clients, as a cluster file system would
+// be), in the given node pool.
+func clientConfig(dir, pluginDir string, p agentrun.NomadPorts, consulAddr, serverRPC, pool, allocatorAddr string, c GPUClient) string {
 	return agentrun.NomadClientConfig(agentrun.NomadClient{
 		NomadAgent:   nomadAgent(c.Name, dir, p, consulAddr),
 		Server:       serverRPC,
@@ -65,5 +70,17 @@ func clientConfig(dir, pluginDir string, p agentrun.NomadPorts, consulAddr, serv
 		CgroupParent: "fft-dev-" + c.Name,
 		PluginDir:    pluginDir,
 		GPU:          agentrun.FakeGPU{Model: c.Model, Count: c.Count, MemoryMiB: c.MemoryMiB},
+		Extra: fmt.Sprintf(`
+plugin %s {
+  config {
+    allocator_address = %s
+    report_period     = "2s"
+    checkpoint_root   = %s
+  }
+}
+`, hclQuote(DriverName), hclQuote(allocatorAddr), hclQuote(filepath.Join(dir, "checkpoints"))),
 	})
 }
+
+// hclQuote is s as an HCL string: Go quoting, with "${" escaped.
+func hclQuote(s string) string { return strings.ReplaceAll(strconv.Quote(s), "${", "$${") }

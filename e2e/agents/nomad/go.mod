@@ -47,7 +47,7 @@ require (
 	github.com/Masterminds/goutils v1.1.1 // indirect
 	github.com/Masterminds/semver/v3 v3.2.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.2.3 // indirect
-	github.com/Microsoft/go-winio v0.6.0 // indirect
+	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/VividCortex/ewma v1.1.1 // indirect
 	github.com/agext/levenshtein v1.2.1 // indirect
 	github.com/apparentlymart/go-cidr v1.0.1 // indirect
@@ -138,7 +138,7 @@ require (
 	github.com/hashicorp/go-msgpack v1.1.5 // indirect
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
 	github.com/hashicorp/go-plugin v1.4.10 // indirect
-	github.com/hashicorp/go-retryablehttp v0.7.2 // indirect
+	github.com/hashicorp/go-retryablehttp v0.7.7 // indirect
 	github.com/hashicorp/go-rootcerts v1.0.2 // indirect
 	github.com/hashicorp/go-safetemp v1.0.0 // indirect
 	github.com/hashicorp/go-secure-stdlib/listenerutil v0.1.4 // indirect
@@ -220,7 +220,7 @@ require (
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/renier/xmlrpc v0.0.0-20170708154548-ce4a1a486c03 // indirect
 	github.com/rivo/uniseg v0.2.0 // indirect
-	github.com/rogpeppe/go-internal v1.9.0 // indirect
+	github.com/rogpeppe/go-internal v1.10.0 // indirect
 	github.com/rs/cors v1.8.3 // indirect
 	github.com/ryanuber/columnize v2.1.2+incompatible // indirect
 	github.com/ryanuber/go-glob v1.0.0 // indirect
@@ -231,11 +231,11 @@ require (
 	github.com/shoenig/go-m1cpu v0.1.6 // indirect
 	github.com/shoenig/test v1.13.2 // indirect
 	github.com/shopspring/decimal v1.3.1 // indirect
-	github.com/sirupsen/logrus v1.9.0 // indirect
+	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/skratchdot/open-golang v0.0.0-20160302144031-75fb7ed4208c // indirect
 	github.com/softlayer/softlayer-go v0.0.0-20180806151055-260589d94c7d // indirect
 	github.com/spf13/cast v1.5.0 // indirect
-	github.com/stretchr/testify v1.11.1 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
 	github.com/syndtr/gocapability v0.0.0-20200815063812-42c35b437635 // indirect
 	github.com/tencentcloud/tencentcloud-sdk-go v1.0.162 // indirect
 	github.com/tj/go-spin v1.1.0 // indirect
@@ -300,6 +300,7 @@ replace (
 	github.com/hashicorp/consul/api => github.com/hashicorp/consul/api v1.18.0
 	github.com/hashicorp/cronexpr => github.com/hashicorp/cronexpr v1.1.2
 	github.com/hashicorp/go-hclog => github.com/hashicorp/go-hclog v1.5.0
+	github.com/hashicorp/go-retryablehttp => github.com/hashicorp/go-retryablehttp v0.7.2
 	github.com/hashicorp/go-sockaddr => github.com/hashicorp/go-sockaddr v1.0.2
 	github.com/hashicorp/go-version => github.com/hashicorp/go-version v1.6.0
 	github.com/hashicorp/golang-lru => github.com/hashicorp/golang-lru v0.5.4
@@ -318,6 +319,7 @@ replace (
 	github.com/prometheus/procfs => github.com/prometheus/procfs v0.8.0
 	github.com/rogpeppe/go-internal => github.com/rogpeppe/go-internal v1.9.0
 	github.com/shoenig/test => github.com/shoenig/test v0.6.6
+	github.com/sirupsen/logrus => github.com/sirupsen/logrus v1.9.0
 	github.com/stretchr/testify => github.com/stretchr/testify v1.8.4
 	golang.org/x/crypto => golang.org/x/crypto v0.7.0
 	golang.org/x/exp => golang.org/x/exp v0.0.0-20230321023759-10a507213a29

@@ -24,6 +24,9 @@ type FakeGPUClient struct {
 	// NodePool is the client's node pool ("": Nomad's "default"). Nomad creates a pool the
 	// first time a client names it.
 	NodePool string
+	// PluginDir replaces PluginDir(t), e.g. DriverPluginDir(t); AgentExtra is more HCL at the
+	// top level of the client's configuration.
+	PluginDir, AgentExtra string
 }
 
 // Cluster is one Nomad server and its clients, each on its own ports and data dir.
@@ -92,13 +95,18 @@ func StartClusterWith(t testing.TB, nomad, root string, clients []FakeGPUClient,
 		if i < len(opts.ConsulAddrs) {
 			a.ConsulAddr = opts.ConsulAddrs[i]
 		}
+		dir := pluginDir
+		if fc.PluginDir != "" {
+			dir = fc.PluginDir
+		}
 		agents = append(agents, StartAgent(t, nomad, fc.Name, root, p, agentrun.NomadClientConfig(agentrun.NomadClient{
 			NomadAgent:   a,
 			Server:       server.RPCAddr,
 			NodePool:     fc.NodePool,
 			CgroupParent: "fft-e2e-" + fc.Name,
-			PluginDir:    pluginDir,
+			PluginDir:    dir,
 			GPU:          agentrun.FakeGPU{Model: fc.Model, Count: fc.Count, Extra: fc.Extra},
+			Extra:        fc.AgentExtra,
 		})))
 	}
 
