@@ -59,4 +59,3 @@ func (s *Store) reports(pairs api.KVPairs) (map[string]report.Report, error) {
 	}
 	return out, errors.Join(errs...)
 }
-
