@@ -9,11 +9,14 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/report"
 )
 
-var _ live.ReportStorer = (*Store)(nil)
+var (
+	_ loop.ReportStorer = (*Store)(nil)
+	_ loop.ReportReader = (*Store)(nil)
+)
 
 // StoreReport records job id's full report (what its task driver measured) as
 // JSON at its progress key, where Progress reads the work done and Reports

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
+	"github.com/nomad-fft/nomad-fft/allocator/report"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
@@ -254,6 +255,21 @@ type ProgressReader interface {
 // progress endpoint writes through it.
 type ProgressReporter interface {
 	ReportProgress(ctx context.Context, id string, done float64) error
+}
+
+// ReportStorer is an optional Store interface (found by type assertion): it
+// stores a job's full progress report, with what its task driver measured,
+// where ProgressReader still reads the work done.
+type ReportStorer interface {
+	StoreReport(ctx context.Context, id string, r report.Report) error
+}
+
+// ReportReader is an optional Store interface: the jobs' full reports, by
+// job ID. The loop prices a job's restarts with the restart time and
+// checkpoint size its task driver measured, in place of the configured and
+// declared ones.
+type ReportReader interface {
+	Reports(ctx context.Context) (map[string]report.Report, error)
 }
 
 // ErrConflict means a check-and-set write found newer data than expected.
