@@ -40,7 +40,7 @@ type simulateFlags struct {
 	policies, cluster, rates, seeds, window, bigJobs, rng, trace, reference, out string
 	jobs, parallel, maxRounds                                                    int
 	roundSeconds, restartSeconds                                                 float64
-	multiGPU, skipBad, plots, asJSON, wide, quiet, list                          bool
+	multiGPU, skipBad, plots, asJSON, wide, quiet, list, records                 bool
 }
 
 // simulateOptions is one checked `fftctl simulate` invocation.
@@ -67,6 +67,9 @@ type simulateOptions struct {
 	asJSON    bool
 	wide      bool
 	quiet     bool
+	// records writes every round's full record, as the allocator's audit
+	// log holds it.
+	records bool
 }
 
 func (c *SimulateCommand) Synopsis() string { return "Compare scheduling policies by simulation" }
@@ -120,6 +123,7 @@ func (c *SimulateCommand) ownFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&f.wide, "wide", false, "Print every metric of the table (24 columns) instead of the main ones.")
 	fs.BoolVar(&f.asJSON, "json", false, "Print every run's summary as JSON instead of the table.")
 	fs.BoolVar(&f.quiet, "quiet", false, "Print no progress on stderr.")
+	fs.BoolVar(&f.records, "records", false, "Write every round's record, each job's cost terms included, as the fft-allocator's audit log holds it, to records-<policy>-r<rate>-s<seed>.jsonl in -out (one JSON object a line; slow on long runs).")
 	fs.BoolVar(&f.list, "list", false, "List the policies with a description and exit.")
 }
 
@@ -163,7 +167,7 @@ func (c *SimulateCommand) listPolicies() {
 func (f *simulateFlags) check() (*simulateOptions, error) {
 	o := &simulateOptions{jobs: f.jobs, multiGPU: f.multiGPU, trace: f.trace, skipBad: f.skipBad,
 		roundSeconds: f.roundSeconds, restartSeconds: f.restartSeconds, reference: f.reference, out: f.out,
-		plots: f.plots, parallel: f.parallel, maxRounds: f.maxRounds, asJSON: f.asJSON, wide: f.wide, quiet: f.quiet}
+		plots: f.plots, parallel: f.parallel, maxRounds: f.maxRounds, asJSON: f.asJSON, wide: f.wide, quiet: f.quiet, records: f.records}
 	var err error
 	policies := f.policies
 	if policies == "" {

@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
 	"github.com/nomad-fft/nomad-fft/allocator/sim"
 	"github.com/nomad-fft/nomad-fft/allocator/sim/metrics"
@@ -147,7 +149,7 @@ func runOne(ctx context.Context, o *simulateOptions, k runKey, trace *workload.T
 		src = workload.NewGenerator(workload.GenConfig{Rate: k.rate, Seed: k.seed, MultiGPU: o.multiGPU, Jobs: o.jobs, Stream: o.stream})
 	}
 	cfg := sim.Config{Cluster: o.cluster, RoundSeconds: o.roundSeconds, RestartSeconds: o.restartSeconds,
-		Window: o.window, MaxRounds: o.maxRounds, ProgressEvery: 500}
+		Window: o.window, MaxRounds: o.maxRounds, ProgressEvery: 500, KeepRecords: o.records}
 	if !o.quiet {
 		cfg.Progress = func(p sim.Progress) { prog.round(k, p) }
 	}
@@ -309,10 +311,26 @@ func writeFile(path string, f func(io.Writer) error) error {
 
 // writeRun writes one run's per-job CSV and summary JSON.
 func writeRun(o *simulateOptions, k runKey, ro *runOut) error {
+	if o.records {
+		if err := writeFile(filepath.Join(o.out, k.file("records", ".jsonl")), func(w io.Writer) error { return writeRecords(w, ro.log.Records) }); err != nil {
+			return err
+		}
+	}
 	if err := writeFile(filepath.Join(o.out, k.file("jobs", ".csv")), func(w io.Writer) error { return writeJobsCSV(w, ro.res) }); err != nil {
 		return err
 	}
 	return writeFile(filepath.Join(o.out, k.file("summary", ".json")), func(w io.Writer) error {
 		return writeSummaryJSON(w, k.rate, k.seed, ro.sum)
 	})
+}
+
+// writeRecords writes round records as JSON lines.
+func writeRecords(w io.Writer, recs []*loop.RoundRecord) error {
+	enc := json.NewEncoder(w)
+	for _, r := range recs {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -91,14 +91,15 @@ func simulate(t *testing.T, dir string, jobs []equivJob, rounds, roundSeconds in
 	if err := os.WriteFile(trace, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	records := filepath.Join(dir, "equivalence-records.jsonl")
+	outDir := filepath.Join(dir, "sim-out")
 	cmd := exec.Command(testenv.MainBinary(t, "fftctl"), "simulate", "-trace", trace, "-policies", "fft",
 		"-cluster", fmt.Sprintf("%s=2,%s=2", modelV100, modelA100), "-round-seconds", fmt.Sprint(roundSeconds), "-restart-seconds", "30",
-		"-max-rounds", fmt.Sprint(rounds), "-records", records, "-out", filepath.Join(dir, "sim-out"), "-quiet")
+		"-max-rounds", fmt.Sprint(rounds), "-records", "-plots=false", "-out", outDir, "-quiet")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("fftctl simulate: %v\n%s", err, out)
 	}
-	f, err := os.Open(records)
+	// A trace run is named rate 0, seed 0.
+	f, err := os.Open(filepath.Join(outDir, "records-fft-r0-s0.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
