@@ -32,6 +32,11 @@ type problem struct {
 	weighted bool
 	// snapshot is the round as the policy sees it (policySnapshot).
 	snapshot *policy.Snapshot
+	// rates are the round's throughputs (profile.go; nil: the declared
+	// ones only), learning the jobs without data run or waiting outside
+	// the policy to be measured, with their gang sizes.
+	rates    *rates
+	learning map[string]int
 }
 
 // buildProblem turns a snapshot and the ledger into the round engine's
@@ -44,11 +49,15 @@ type problem struct {
 // replaces the ledger's estimate. With weighted, each job's fairness
 // reference is its fft.weight share of the cluster (fairness.Job.Weight);
 // without, every job has weight 1, the paper's 1/|A(t)|.
-func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map[string]float64, cfg allocator.Config, weighted bool) *problem {
-	pr := &problem{records: make(map[string]JobRecord, len(snap.Jobs)), noFit: map[string]string{}, weighted: weighted}
+//
+// rt, when not nil, gives each job's throughputs (profile.go) in place of
+// its declared ones; the GPUs it pins for jobs being measured are taken
+// from the models the policy sees.
+func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map[string]float64, cfg allocator.Config, weighted bool, rt *rates) *problem {
+	pr := &problem{records: make(map[string]JobRecord, len(snap.Jobs)), noFit: map[string]string{}, weighted: weighted, rates: rt, learning: map[string]int{}}
 	capacity := make(map[string]int, len(snap.Models))
 	for _, m := range snap.Models {
-		capacity[m.Name] = m.GPUs
+		capacity[m.Name] = m.GPUs - rt.pinnedOn(m.Name)
 	}
 	// The ledger entries that were active last round, for Reconcile.
 	fs := fairness.State{Round: t, Jobs: map[string]fairness.JobState{}}
@@ -56,8 +65,9 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map
 	var jobs []allocator.Job
 	models := append([]allocator.Model(nil), snap.Models...)
 	known := make(map[string]bool, len(models))
-	for _, m := range models {
-		known[m.Name] = true
+	for k := range models {
+		known[models[k].Name] = true
+		models[k].GPUs = capacity[models[k].Name]
 	}
 	for k := range snap.Jobs {
 		j := &snap.Jobs[k]
@@ -80,12 +90,25 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, progress map
 			pr.records[j.ID] = rec
 			continue
 		}
-		tp := make(map[string]float64, len(j.Spec.Throughput))
+		if held, why := rt.outside(j.ID); held {
+			// No data yet: run outside the policy to be measured, or
+			// held (profile.go).
+			if why != "" {
+				rec.Status = StatusNoFit
+				pr.noFit[j.ID] = why
+			} else {
+				pr.learning[j.ID] = j.Spec.GPUs
+			}
+			pr.records[j.ID] = rec
+			continue
+		}
+		tp := rt.throughputs(j)
 		fits := false
-		for name, theta := range j.Spec.Throughput {
+		for name, theta := range tp {
 			if y, ok := capacity[name]; ok {
-				tp[name] = theta
 				fits = fits || allocator.Fits(&allocator.Model{Name: name, GPUs: y}, j.Spec.GPUs, 0, theta)
+			} else {
+				delete(tp, name)
 			}
 		}
 		if !fits {
@@ -187,6 +210,9 @@ func noFitReason(j *Job, models []allocator.Model, named bool) string {
 	cluster := "the cluster has " + strings.Join(have, ", ")
 	if len(have) == 0 {
 		cluster = "the cluster has no healthy GPUs on ready, eligible nodes"
+	}
+	if j.Spec.LearnThroughput {
+		return fmt.Sprintf("%s = %d: more GPUs than any model of the cluster has free of jobs being measured; %s", jobmeta.KeyGPUs, j.Spec.GPUs, cluster)
 	}
 	if !named {
 		return fmt.Sprintf("%s = %q names no GPU model of the cluster; %s", jobmeta.KeyThroughput, jobmeta.FormatThroughput(j.Spec.Throughput), cluster)

@@ -206,7 +206,7 @@ func TestNoFitReasons(t *testing.T) {
 			NewJob("ok").TP(a100, 1).TP("H100", 2).Obj(),
 		},
 	}
-	pr := buildProblem(0, snap, nil, nil, allocator.DefaultConfig(), false)
+	pr := buildProblem(0, snap, nil, nil, allocator.DefaultConfig(), false, nil)
 	want := map[string]string{
 		"default/unknown": `fft.throughput = "H100=3" names no GPU model of the cluster; the cluster has NVIDIA A100-SXM4-40GB (2 GPUs)`,
 		"default/big":     `device "nvidia/gpu" count = 8: more GPUs than any model named in fft.throughput has; the cluster has NVIDIA A100-SXM4-40GB (2 GPUs)`,
@@ -239,7 +239,7 @@ func TestRunningFlag(t *testing.T) {
 		NewJob("parked").TP(a100, 1).Running(a100).Obj(),
 		NewJob("no-last").TP(a100, 1).Running(a100).Obj(),
 	}}
-	pr := buildProblem(3, snap, prev, nil, allocator.DefaultConfig(), false)
+	pr := buildProblem(3, snap, prev, nil, allocator.DefaultConfig(), false, nil)
 	got := map[string]bool{}
 	for _, j := range pr.instance.Jobs {
 		got[strings.TrimPrefix(j.ID, "default/")] = j.Running
@@ -260,7 +260,7 @@ func TestFinishedAndFailedLeaveTheLedger(t *testing.T) {
 		"default/done":   {JobState: fairness.JobState{Work: 10, Tau: 5, Rho: 1}, Status: StatusRunning},
 		"default/failed": {JobState: fairness.JobState{Work: 10, Tau: 5, Rho: 2}, Status: StatusRunning},
 	}
-	pr := buildProblem(3, &Snapshot{Models: []allocator.Model{{Name: a100, GPUs: 1}}, Jobs: []Job{done, failed}}, prev, nil, allocator.DefaultConfig(), false)
+	pr := buildProblem(3, &Snapshot{Models: []allocator.Model{{Name: a100, GPUs: 1}}, Jobs: []Job{done, failed}}, prev, nil, allocator.DefaultConfig(), false, nil)
 	if pr.records["default/done"].Status != StatusFinished || pr.records["default/failed"].Status != StatusFailed {
 		t.Errorf("records %+v: want finished and failed", pr.records)
 	}
