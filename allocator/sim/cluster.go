@@ -30,7 +30,9 @@ type Cluster struct {
 	models  []allocator.Model
 	roundS  float64
 	restart float64
-	now     float64
+	// learn hides the rates from the loop (Config.Learn, learn.go).
+	learn bool
+	now   float64
 	lg      *Log
 	active  []*simJob
 	byID    map[string]*simJob
@@ -58,7 +60,7 @@ var (
 )
 
 func newCluster(cfg Config, roundSeconds float64, lg *Log) *Cluster {
-	c := &Cluster{roundS: roundSeconds, restart: cfg.RestartSeconds, lg: lg, byID: map[string]*simJob{}}
+	c := &Cluster{roundS: roundSeconds, restart: cfg.RestartSeconds, learn: cfg.Learn, lg: lg, byID: map[string]*simJob{}}
 	for _, m := range cfg.Cluster {
 		c.models = append(c.models, allocator.Model{Name: m.Name, GPUs: m.GPUs, MemoryGB: m.MemoryGB})
 	}
@@ -75,16 +77,20 @@ func (c *Cluster) admit(idx int, spec *JobSpec) {
 			tp[m] = r * c.roundS
 		}
 	}
-	j := &simJob{idx: idx, spec: spec, job: loop.Job{
-		ID: spec.ID, Namespace: Namespace, Name: spec.ID, Gated: true,
-		Spec: &jobmeta.Spec{Work: spec.Work, WorkUnit: "steps", Throughput: tp, Weight: 1, GPUs: spec.GPUs},
-	}}
+	js := &jobmeta.Spec{Work: spec.Work, WorkUnit: "steps", Throughput: tp, Weight: 1, GPUs: spec.GPUs}
+	if c.learn {
+		js.Throughput, js.LearnThroughput, js.Family = nil, true, Family(spec.Type)
+	}
+	j := &simJob{idx: idx, spec: spec, job: loop.Job{ID: spec.ID, Namespace: Namespace, Name: spec.ID, Gated: true, Spec: js}}
 	c.active = append(c.active, j)
 	c.byID[j.job.ID] = j
 }
 
 // fits reports whether any model of the cluster can run the job.
 func (c *Cluster) fits(spec *JobSpec) bool {
+	if c.learn && !c.runsEverywhere(spec) {
+		return false
+	}
 	for i := range c.models {
 		if allocator.Fits(&c.models[i], spec.GPUs, 0, spec.Rate[c.models[i].Name]) {
 			return true

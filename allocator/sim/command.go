@@ -63,6 +63,9 @@ Simulate Options:
   -plots=<bool>        Draw plots (default true).
   -parallel=<n>        Runs at once (default 1).
   -max-rounds=<n>      Stop a run after n rounds (default 10,000,000).
+  -learn               Jobs declare no throughput: the allocator measures and
+                       estimates them online and every policy sees only its
+                       values (the -reference run keeps the true rates).
   -json                Print the summaries as JSON instead of the table.
   -quiet               No progress on stderr.
   -list                List the policies and exit.
@@ -90,6 +93,7 @@ type commandOptions struct {
 	maxRounds      int
 	json           bool
 	quiet          bool
+	learn          bool
 }
 
 // RunCommand is `fftctl simulate`: it parses args, runs the simulations and
@@ -135,6 +139,7 @@ func parseCommand(args []string, stdout, stderr io.Writer) (*commandOptions, int
 	fs.IntVar(&o.maxRounds, "max-rounds", 0, "")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.BoolVar(&o.quiet, "quiet", false, "")
+	fs.BoolVar(&o.learn, "learn", false, "")
 	usage := func(err error) (*commandOptions, int) {
 		fmt.Fprintf(stderr, "Error: %v\n\n%s\n", err, CommandHelp())
 		return nil, 2
@@ -336,7 +341,7 @@ func runCommand(ctx context.Context, o *commandOptions, stdout, stderr io.Writer
 			for k := range work {
 				pol, _ := policy.New(k.policy, policy.Options{Seed: int64(k.seed)})
 				cfg := Config{Cluster: o.cluster, RoundSeconds: o.roundSeconds, RestartSeconds: o.restartSeconds,
-					Window: o.window, MaxRounds: o.maxRounds, ProgressEvery: 500}
+					Window: o.window, MaxRounds: o.maxRounds, ProgressEvery: 500, Learn: o.learn && k.policy != o.reference}
 				if !o.quiet {
 					cfg.Progress = func(p Progress) {
 						progMu.Lock()
