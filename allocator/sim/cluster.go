@@ -31,11 +31,11 @@ type Cluster struct {
 	roundS  float64
 	restart float64
 	// learn hides the rates from the loop (Config.Learn, learn.go).
-	learn bool
-	now   float64
-	lg      *Log
-	active  []*simJob
-	byID    map[string]*simJob
+	learn  bool
+	now    float64
+	lg     *Log
+	active []*simJob
+	byID   map[string]*simJob
 	// finished are jobs that completed in the last round: observed once as
 	// finished, then gone, as Nomad's garbage collection would.
 	finished []*simJob
