@@ -2,7 +2,9 @@ package loop
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/hashicorp/go-hclog"
@@ -82,6 +84,7 @@ type profiler struct {
 	// told are the jobs the estimator holds, with their gang and declared
 	// rates; teachers are the ones that left, oldest first.
 	told     map[string]*toldJob
+	active   map[string]bool // the told jobs that are not teachers
 	teachers []string
 	// warned are the mismatches logged, so each is logged once.
 	warned map[profile.Mismatch]bool
@@ -90,8 +93,7 @@ type profiler struct {
 type toldJob struct {
 	gpus     int
 	family   string
-	declared string // jobmeta.FormatThroughput of the declared rates
-	teacher  bool
+	declared map[string]float64 // the declared rates, as told
 }
 
 func newProfiler(priors *profile.Priors, opts ...profile.Option) (*profiler, error) {
@@ -108,7 +110,7 @@ func (p *profiler) reset() error {
 	if err != nil {
 		return fmt.Errorf("creating the throughput estimator: %w", err)
 	}
-	p.est, p.told, p.teachers, p.warned = est, map[string]*toldJob{}, nil, map[profile.Mismatch]bool{}
+	p.est, p.told, p.active, p.teachers, p.warned = est, map[string]*toldJob{}, map[string]bool{}, nil, map[profile.Mismatch]bool{}
 	return nil
 }
 
@@ -167,6 +169,7 @@ func (p *profiler) prepare(t int, snap *Snapshot, recs map[string]JobRecord, pro
 		}
 	}
 	p.retire(present)
+	models := sortedModels(capacity)
 	r := &rates{jobs: make(map[string]*jobRates, len(snap.Jobs)), pinned: map[string]int{}}
 	for k := range snap.Jobs {
 		j := &snap.Jobs[k]
@@ -185,7 +188,7 @@ func (p *profiler) prepare(t int, snap *Snapshot, recs map[string]JobRecord, pro
 		if ok {
 			recs[j.ID] = rec
 		}
-		r.jobs[j.ID] = p.jobRates(j, rec, capacity, free, r.pinned)
+		r.jobs[j.ID] = p.jobRates(j, rec, models, capacity, free, r.pinned)
 	}
 	p.warn(r, log)
 	return r
@@ -195,15 +198,20 @@ func (p *profiler) prepare(t int, snap *Snapshot, recs map[string]JobRecord, pro
 // ledger measurements restored when it is new to the estimator.
 func (p *profiler) tell(j *Job, rec *JobRecord) error {
 	id := profile.JobID(j.ID)
-	declared := jobmeta.FormatThroughput(j.Spec.Throughput)
 	if old := p.told[j.ID]; old != nil {
-		if old.gpus == j.Spec.GPUs && old.family == j.Spec.Family && old.declared == declared {
+		if old.gpus == j.Spec.GPUs && old.family == j.Spec.Family && maps.Equal(old.declared, j.Spec.Throughput) {
+			if !p.active[j.ID] {
+				p.back(j.ID) // a teacher that came back
+			}
 			return nil
 		}
 		// The job was updated: relearn it (a new gang makes every rate
 		// the ledger holds for it stale).
 		p.est.Forget(id)
 		delete(p.told, j.ID)
+		if !p.active[j.ID] {
+			p.back(j.ID)
+		}
 		if old.gpus != j.Spec.GPUs {
 			rec.Measured, rec.Sample = nil, nil
 		}
@@ -211,7 +219,8 @@ func (p *profiler) tell(j *Job, rec *JobRecord) error {
 	if err := p.est.AddJob(profile.Job{ID: id, Family: j.Spec.Family, GPUs: j.Spec.GPUs}); err != nil {
 		return err
 	}
-	p.told[j.ID] = &toldJob{gpus: j.Spec.GPUs, family: j.Spec.Family, declared: declared}
+	p.told[j.ID] = &toldJob{gpus: j.Spec.GPUs, family: j.Spec.Family, declared: maps.Clone(j.Spec.Throughput)}
+	p.active[j.ID] = true
 	for _, m := range sortedModels(rec.Measured) {
 		if err := p.est.Restore(id, m, rec.Measured[m]); err != nil {
 			return err
@@ -256,9 +265,9 @@ func (p *profiler) closeSample(t int, j *Job, rec *JobRecord, progress map[strin
 // maxTeachers of them.
 func (p *profiler) retire(present map[string]bool) {
 	var left []string
-	for id, tj := range p.told {
-		if !present[id] && !tj.teacher {
-			tj.teacher = true
+	for id := range p.active {
+		if !present[id] {
+			delete(p.active, id)
 			left = append(left, id)
 		}
 	}
@@ -272,13 +281,18 @@ func (p *profiler) retire(present map[string]bool) {
 	}
 }
 
+// back takes job id off the teachers: it is in the cluster again.
+func (p *profiler) back(id string) {
+	p.teachers = slices.DeleteFunc(p.teachers, func(t string) bool { return t == id })
+	p.active[id] = true
+}
+
 // jobRates derives job j's throughputs, and for a job without data the
 // model to measure it on, taking its GPUs from free and adding them to
 // pinned.
-func (p *profiler) jobRates(j *Job, rec JobRecord, capacity, free, pinned map[string]int) *jobRates {
+func (p *profiler) jobRates(j *Job, rec JobRecord, models []string, capacity, free, pinned map[string]int) *jobRates {
 	id := profile.JobID(j.ID)
 	jr := &jobRates{tp: map[string]float64{}, view: map[string]profile.Throughput{}}
-	models := sortedModels(capacity)
 	if !j.Spec.LearnThroughput {
 		for _, m := range models {
 			if v, ok := j.Spec.Throughput[m]; ok {
