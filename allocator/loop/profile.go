@@ -40,7 +40,8 @@ import (
 //
 // A job with no data at all. It is run, outside the policy, on the model
 // profile.LearnModel picks among those with its gang of GPUs free (the
-// fastest expected for its family and gang size): its GPUs are taken from
+// fastest expected for its family and gang size; GPUs held by running jobs
+// are not free): its GPUs are taken from
 // the model before the policy decides, so the policy plans the rest of the
 // cluster. It stays there until it is measured, which takes two rounds
 // (the round it starts in includes its start-up, so only the next one is a
@@ -48,7 +49,11 @@ import (
 // objective did not choose, and possibly a job parked to make room next
 // round; the job itself loses only the gap to its true fastest model (1-12%
 // of a round's progress, allocator/profile/README.md). When no model has its
-// gang free it waits (CodeProfileWait). A job that runs maxProfileRounds
+// gang free it waits (CodeProfileWait) for the best model that can hold its
+// gang, holding that model's free GPUs back from the policy, so that they
+// add up as the jobs there end (without this a 4-GPU job waited 15 hours in
+// the simulator while the policy refilled every GPU that came free); the
+// held GPUs idle meanwhile. A job that runs maxProfileRounds
 // rounds so without one measurement reports no progress: it is held as
 // no-fit, with a reason that names the fix.
 
@@ -133,6 +138,8 @@ type jobRates struct {
 	// noFit is why a job without data is held ("" if it is not).
 	noFit      string
 	mismatches []profile.Mismatch
+	// held is the GPUs a job waiting to be measured holds on its model.
+	held int
 }
 
 // prepare feeds the round's observations to the estimator and derives each
@@ -335,17 +342,31 @@ func (p *profiler) jobRates(j *Job, rec JobRecord, models []string, capacity, fr
 		c = profile.Choice{Model: m, FreeGPUs: free[m] + j.Spec.GPUs, Reason: "running there to be measured"}
 		free[m] += j.Spec.GPUs // its own GPUs
 	} else {
+		// Only models that can ever hold its gang: a reservation on
+		// another would never fill.
+		cand := make(map[string]int, len(models))
+		for _, m := range models {
+			if capacity[m] >= j.Spec.GPUs {
+				cand[m] = max(0, free[m])
+			}
+		}
 		var err error
-		if c, err = p.est.LearnModel(id, free); err != nil {
+		if c, err = p.est.LearnModel(id, cand); err != nil {
 			jr.noFit = err.Error()
 			return jr
 		}
 	}
 	jr.learn = &c
-	if c.Reason != profile.ReasonWait {
-		free[c.Model] -= j.Spec.GPUs
-		pinned[c.Model] += j.Spec.GPUs
+	take := j.Spec.GPUs
+	if c.Reason == profile.ReasonWait {
+		// Hold the GPUs that are free on its model, so that the policy
+		// does not refill them and the job's gang frees up as the jobs
+		// there end; they idle meanwhile.
+		take = max(0, min(free[c.Model], j.Spec.GPUs))
+		jr.held = take
 	}
+	free[c.Model] -= take
+	pinned[c.Model] += take
 	return jr
 }
 
@@ -414,7 +435,7 @@ func withPinned(dec *allocator.Decision, pr *problem) *allocator.Decision {
 		c := pr.rates.jobs[id].learn
 		if c.Reason == profile.ReasonWait {
 			out.Jobs = append(out.Jobs, allocator.JobDecision{ID: id, Reason: allocator.Reason{Code: CodeProfileWait,
-				Message: fmt.Sprintf("%s is absent: waiting for %d free GPUs on a model to be measured (best: %s)", jobmeta.KeyThroughput, pr.learning[id], c.Model)}})
+				Message: fmt.Sprintf("%s is absent: waiting for %d free GPUs on %s to be measured there; holding the %d free now", jobmeta.KeyThroughput, pr.learning[id], c.Model, pr.rates.jobs[id].held)}})
 			continue
 		}
 		out.Jobs = append(out.Jobs, allocator.JobDecision{ID: id, Model: c.Model, Chosen: allocator.Terms{Model: c.Model}})

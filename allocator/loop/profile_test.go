@@ -174,18 +174,41 @@ func TestLearnJobWithoutReportsIsHeld(t *testing.T) {
 }
 
 // A job without data waits, outside the policy, when no model has its gang
-// free; the policy still schedules the others on what is left.
+// free, and holds the GPUs that are free on its model so that the policy
+// does not refill them; once the jobs there end it runs to be measured.
 func TestLearnJobWaitsForFreeGPUs(t *testing.T) {
-	rig := newLearnRig(t, []allocator.Model{{Name: v100, GPUs: 2}},
-		NewJob("busy").GPUs(2).TP(v100, 5).Work(1e6).Running(v100).Obj(), NewJob("new").GPUs(2).Learn("LM").Obj())
+	rig := newLearnRig(t, []allocator.Model{{Name: v100, GPUs: 3}},
+		NewJob("busy").GPUs(2).TP(v100, 5).Work(12).Running(v100).Obj(), NewJob("new").GPUs(2).Learn("LM").Obj(),
+		NewJob("small").TP(v100, 5).Work(1e6).Obj())
 	rig.rate["default/busy"] = map[string]float64{v100: 5}
 	rec := rig.round()
-	if line := lineOf(t, rec, "default/new"); line.ReasonCode != CodeProfileWait || line.Model != "" {
-		t.Fatalf("line %+v: want it waiting with %s", line, CodeProfileWait)
+	if line := lineOf(t, rec, "default/new"); line.ReasonCode != CodeProfileWait || line.Model != "" || !strings.Contains(line.Reason, "holding the 1 free now") {
+		t.Fatalf("line %+v: want it waiting with %s, holding 1 GPU", line, CodeProfileWait)
 	}
 	if line := lineOf(t, rec, "default/busy"); line.Model != v100 {
 		t.Fatalf("line %+v: want the running job kept", line)
 	}
+	if line := lineOf(t, rec, "default/small"); line.Model != "" {
+		t.Fatalf("line %+v: want the held GPU kept from the policy", line)
+	}
+	// The busy job ends (Nomad reports its allocation complete once); the
+	// new job then gets its gang.
+	for r := 0; r < 6; r++ {
+		for id, j := range rig.h.Jobs {
+			if j.Finished {
+				delete(rig.h.Jobs, id)
+			} else if j.RunningModel != "" && rig.done[id] >= j.Spec.Work {
+				j.Finished, j.Allocs, j.RunningModel = true, nil, ""
+			}
+		}
+		if line := lineOf(t, rig.round(), "default/new"); line.Model != "" {
+			if line.Model != v100 || line.Learn == nil || rig.h.Jobs["default/busy"] != nil && !rig.h.Jobs["default/busy"].Finished {
+				t.Fatalf("%+v: want it run on %s to be measured once the busy job ended", line, v100)
+			}
+			return
+		}
+	}
+	t.Fatal("the job waiting to be measured never ran")
 }
 
 // A declared throughput far from the measured one is flagged: a warning in
