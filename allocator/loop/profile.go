@@ -49,11 +49,13 @@ import (
 // objective did not choose, and possibly a job parked to make room next
 // round; the job itself loses only the gap to its true fastest model (1-12%
 // of a round's progress, allocator/profile/README.md). When no model has its
-// gang free it waits (CodeProfileWait) for the best model that can hold its
-// gang, holding that model's free GPUs back from the policy, so that they
-// add up as the jobs there end (without this a 4-GPU job waited 15 hours in
-// the simulator while the policy refilled every GPU that came free); the
-// held GPUs idle meanwhile. A job that runs maxProfileRounds
+// gang free, it takes them anyway on the best model whose GPUs are not
+// already taken by other jobs being measured, and the policy, seeing fewer
+// GPUs, parks whom it prefers: profiling then costs a preemption (in the
+// simulator, waiting for free GPUs instead starved such jobs for hours,
+// since running jobs kept every GPU and only the policy preempts). Only when
+// jobs being measured hold every model's GPUs does it wait
+// (CodeProfileWait). A job that runs maxProfileRounds
 // rounds so without one measurement reports no progress: it is held as
 // no-fit, with a reason that names the fix.
 
@@ -62,7 +64,7 @@ const maxDecisionLogSD = 1.0
 
 // maxProfileRounds is how many rounds a job without data is run to be
 // measured before it is held for reporting no progress.
-const maxProfileRounds = 4
+const maxProfileRounds = 8
 
 // maxTeachers is how many jobs that left the cluster the estimator keeps,
 // newest first: their measurements teach the model factors. They live in
@@ -138,8 +140,6 @@ type jobRates struct {
 	// noFit is why a job without data is held ("" if it is not).
 	noFit      string
 	mismatches []profile.Mismatch
-	// held is the GPUs a job waiting to be measured holds on its model.
-	held int
 }
 
 // prepare feeds the round's observations to the estimator and derives each
@@ -342,32 +342,39 @@ func (p *profiler) jobRates(j *Job, rec JobRecord, models []string, capacity, fr
 		c = profile.Choice{Model: m, FreeGPUs: free[m] + j.Spec.GPUs, Reason: "running there to be measured"}
 		free[m] += j.Spec.GPUs // its own GPUs
 	} else {
-		// Only models that can ever hold its gang: a reservation on
-		// another would never fill.
-		cand := make(map[string]int, len(models))
-		for _, m := range models {
-			if capacity[m] >= j.Spec.GPUs {
-				cand[m] = max(0, free[m])
-			}
-		}
 		var err error
-		if c, err = p.est.LearnModel(id, cand); err != nil {
+		if c, err = p.learnModel(id, j.Spec.GPUs, models, capacity, free, pinned); err != nil {
 			jr.noFit = err.Error()
 			return jr
 		}
 	}
 	jr.learn = &c
-	take := j.Spec.GPUs
-	if c.Reason == profile.ReasonWait {
-		// Hold the GPUs that are free on its model, so that the policy
-		// does not refill them and the job's gang frees up as the jobs
-		// there end; they idle meanwhile.
-		take = max(0, min(free[c.Model], j.Spec.GPUs))
-		jr.held = take
+	if c.Reason != profile.ReasonWait {
+		free[c.Model] -= j.Spec.GPUs
+		pinned[c.Model] += j.Spec.GPUs
 	}
-	free[c.Model] -= take
-	pinned[c.Model] += take
 	return jr
+}
+
+// learnModel picks the model a job without data is measured on: among
+// those with its gang free, else, preempting, among those whose GPUs not
+// yet taken by jobs being measured hold its gang (the policy then parks
+// whom it prefers to make room). Only when those are taken too does it
+// wait (profile.ReasonWait).
+func (p *profiler) learnModel(id profile.JobID, gpus int, models []string, capacity, free, pinned map[string]int) (profile.Choice, error) {
+	c, err := p.est.LearnModel(id, free)
+	if err != nil || c.Reason != profile.ReasonWait {
+		return c, err
+	}
+	room := make(map[string]int, len(models))
+	for _, m := range models {
+		room[m] = capacity[m] - pinned[m]
+	}
+	c, err = p.est.LearnModel(id, room)
+	if err == nil && c.Reason != profile.ReasonWait {
+		c.Reason += "; no model had its GPUs free, so the policy makes room"
+	}
+	return c, err
 }
 
 // decisionValue is the throughput the round uses for a value.
@@ -435,7 +442,7 @@ func withPinned(dec *allocator.Decision, pr *problem) *allocator.Decision {
 		c := pr.rates.jobs[id].learn
 		if c.Reason == profile.ReasonWait {
 			out.Jobs = append(out.Jobs, allocator.JobDecision{ID: id, Reason: allocator.Reason{Code: CodeProfileWait,
-				Message: fmt.Sprintf("%s is absent: waiting for %d free GPUs on %s to be measured there; holding the %d free now", jobmeta.KeyThroughput, pr.learning[id], c.Model, pr.rates.jobs[id].held)}})
+				Message: fmt.Sprintf("%s is absent: waiting for %d GPUs on a model to be measured; other jobs being measured hold them", jobmeta.KeyThroughput, pr.learning[id])}})
 			continue
 		}
 		out.Jobs = append(out.Jobs, allocator.JobDecision{ID: id, Model: c.Model, Chosen: allocator.Terms{Model: c.Model}})

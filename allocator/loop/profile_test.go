@@ -173,42 +173,28 @@ func TestLearnJobWithoutReportsIsHeld(t *testing.T) {
 	}
 }
 
-// A job without data waits, outside the policy, when no model has its gang
-// free, and holds the GPUs that are free on its model so that the policy
-// does not refill them; once the jobs there end it runs to be measured.
-func TestLearnJobWaitsForFreeGPUs(t *testing.T) {
+// A job without data is measured at once: when running jobs hold the GPUs
+// it needs, it takes them anyway and the policy, seeing fewer GPUs, parks
+// whom it prefers; only when other jobs being measured hold them does it
+// wait, outside the policy.
+func TestLearnJobTakesGPUs(t *testing.T) {
 	rig := newLearnRig(t, []allocator.Model{{Name: v100, GPUs: 3}},
-		NewJob("busy").GPUs(2).TP(v100, 5).Work(12).Running(v100).Obj(), NewJob("new").GPUs(2).Learn("LM").Obj(),
-		NewJob("small").TP(v100, 5).Work(1e6).Obj())
+		NewJob("busy").GPUs(2).TP(v100, 5).Work(1e6).Running(v100).Obj(), NewJob("new").GPUs(2).Learn("LM").Obj(),
+		NewJob("next").GPUs(2).Learn("LM").Obj(), NewJob("small").TP(v100, 5).Work(1e6).Obj())
 	rig.rate["default/busy"] = map[string]float64{v100: 5}
 	rec := rig.round()
-	if line := lineOf(t, rec, "default/new"); line.ReasonCode != CodeProfileWait || line.Model != "" || !strings.Contains(line.Reason, "holding the 1 free now") {
-		t.Fatalf("line %+v: want it waiting with %s, holding 1 GPU", line, CodeProfileWait)
+	if line := lineOf(t, rec, "default/new"); line.Model != v100 || line.Learn == nil || !strings.Contains(line.Learn.Reason, "the policy makes room") {
+		t.Fatalf("new: %+v (learn %+v): want it run on %s to be measured, making room", line, line.Learn, v100)
 	}
-	if line := lineOf(t, rec, "default/busy"); line.Model != v100 {
-		t.Fatalf("line %+v: want the running job kept", line)
+	if line := lineOf(t, rec, "default/next"); line.ReasonCode != CodeProfileWait || line.Model != "" {
+		t.Fatalf("next: %+v: want it waiting with %s", line, CodeProfileWait)
 	}
-	if line := lineOf(t, rec, "default/small"); line.Model != "" {
-		t.Fatalf("line %+v: want the held GPU kept from the policy", line)
+	if line := lineOf(t, rec, "default/busy"); line.Model != "" || line.Action != ActionPark {
+		t.Fatalf("busy: %+v: want it parked for the job being measured", line)
 	}
-	// The busy job ends (Nomad reports its allocation complete once); the
-	// new job then gets its gang.
-	for r := 0; r < 6; r++ {
-		for id, j := range rig.h.Jobs {
-			if j.Finished {
-				delete(rig.h.Jobs, id)
-			} else if j.RunningModel != "" && rig.done[id] >= j.Spec.Work {
-				j.Finished, j.Allocs, j.RunningModel = true, nil, ""
-			}
-		}
-		if line := lineOf(t, rig.round(), "default/new"); line.Model != "" {
-			if line.Model != v100 || line.Learn == nil || rig.h.Jobs["default/busy"] != nil && !rig.h.Jobs["default/busy"].Finished {
-				t.Fatalf("%+v: want it run on %s to be measured once the busy job ended", line, v100)
-			}
-			return
-		}
+	if line := lineOf(t, rec, "default/small"); line.Model != v100 {
+		t.Fatalf("small: %+v: want it on the GPU left", line)
 	}
-	t.Fatal("the job waiting to be measured never ran")
 }
 
 // A declared throughput far from the measured one is flagged: a warning in
