@@ -41,23 +41,21 @@ import (
 // A job with no data at all. It is run, outside the policy, on the model
 // profile.LearnModel picks among those with its gang of GPUs free (the
 // fastest expected for its family and gang size; GPUs held by running jobs
-// are not free): its GPUs are taken from
-// the model before the policy decides, so the policy plans the rest of the
-// cluster. It stays there until it is measured, which takes two rounds
-// (the round it starts in includes its start-up, so only the next one is a
-// sample). The cost is those two rounds of the job's GPUs on a model the
-// objective did not choose, and possibly a job parked to make room next
-// round; the job itself loses only the gap to its true fastest model (1-12%
-// of a round's progress, allocator/profile/README.md). When no model has its
-// gang free, it takes them anyway on the best model whose GPUs are not
-// already taken by other jobs being measured, and the policy, seeing fewer
-// GPUs, parks whom it prefers: profiling then costs a preemption (in the
-// simulator, waiting for free GPUs instead starved such jobs for hours,
-// since running jobs kept every GPU and only the policy preempts). Only when
-// jobs being measured hold every model's GPUs does it wait
-// (CodeProfileWait). A job that runs maxProfileRounds
-// rounds so without one measurement reports no progress: it is held as
-// no-fit, with a reason that names the fix.
+// are not free): its GPUs are taken from the model before the policy
+// decides, so the policy plans the rest of the cluster. It stays there
+// until it is measured, which takes two rounds (the round it starts in
+// includes its start-up, so only the next one is a sample). When no model
+// has its gang free, it takes them anyway on the best model whose GPUs are
+// not already taken by other jobs being measured, and the policy, seeing
+// fewer GPUs, parks whom it prefers (waiting for free GPUs instead starved
+// such jobs for tens of hours in the simulator: running jobs kept every GPU
+// and only the policy preempts). Only when jobs being measured hold every
+// model's GPUs does it wait (CodeProfileWait). The cost: two rounds of the
+// job's GPUs on a model the objective did not choose, possibly a job parked
+// for them, and for the job only the gap to its true fastest model (1-12%
+// of a round's progress, allocator/profile/README.md). A job that runs
+// maxProfileRounds rounds so without one measurement reports no progress:
+// it is held as no-fit, with a reason that names the fix.
 
 // maxDecisionLogSD caps the log sd Expected() uses in the round.
 const maxDecisionLogSD = 1.0
