@@ -104,7 +104,7 @@ func TestLearnCost(t *testing.T) {
 	}
 	policies := []string{policy.FFTName, policy.GavelFTFName, policy.GavelLASName}
 	seeds := []uint64{0, 1, 2}
-	type agg struct{ jct, ftf, ftfMax, unfair float64 }
+	type agg struct{ jct, ftf, ftfMax, unfair, preempt, switches float64 }
 	res := map[string]*agg{}
 	dropped := 0
 	for _, p := range policies {
@@ -130,18 +130,20 @@ func TestLearnCost(t *testing.T) {
 				a.ftf += s.FTF.Mean / float64(len(seeds))
 				a.ftfMax += s.FTF.Max / float64(len(seeds))
 				a.unfair += s.FTF.Unfair / float64(len(seeds))
+				a.preempt += float64(s.Preemptions) / float64(len(seeds))
+				a.switches += float64(s.Switches) / float64(len(seeds))
 				t.Logf("%s seed %d: JCT %.2f h, FTF mean %.3f max %.2f, %d rounds, %.1fs", key, seed, s.JCT.Mean/3600, s.FTF.Mean, s.FTF.Max, s.Rounds, lg.Wall.Seconds())
 			}
 		}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%d jobs per seed generated, %d of 3 seeds' jobs dropped (not run on every model)\n\n", jobs, dropped)
-	fmt.Fprintln(&b, "| policy | oracle JCT (h) | learned JCT (h) | JCT cost | oracle FTF mean / max | learned FTF mean / max | FTF mean cost | unfair oracle / learned |")
-	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(&b, "| policy | oracle JCT (h) | learned JCT (h) | JCT cost | oracle FTF mean / max | learned FTF mean / max | FTF mean cost | unfair oracle / learned | preemptions oracle / learned | switches oracle / learned |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, p := range policies {
 		o, l := res[p+"/false"], res[p+"/true"]
-		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %+.1f%% | %.3f / %.2f | %.3f / %.2f | %+.1f%% | %.0f%% / %.0f%% |\n", p, o.jct, l.jct, 100*(l.jct/o.jct-1),
-			o.ftf, o.ftfMax, l.ftf, l.ftfMax, 100*(l.ftf/o.ftf-1), 100*o.unfair, 100*l.unfair)
+		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %+.1f%% | %.3f / %.2f | %.3f / %.2f | %+.1f%% | %.0f%% / %.0f%% | %.0f / %.0f | %.0f / %.0f |\n", p, o.jct, l.jct, 100*(l.jct/o.jct-1),
+			o.ftf, o.ftfMax, l.ftf, l.ftfMax, 100*(l.ftf/o.ftf-1), 100*o.unfair, 100*l.unfair, o.preempt, l.preempt, o.switches, l.switches)
 	}
 	_, _ = io.WriteString(os.Stdout, b.String())
 }
