@@ -93,7 +93,8 @@ func (e *everywhere) Next() (JobSpec, error) {
 // TestLearnCost is the cost-of-learning table of allocator/profile/README.md:
 // the headline setting with the true rates declared (oracle) and with none
 // (learned online). It runs only with SIM_LONG=learn (minutes of CPU);
-// SIM_LEARN_JOBS overrides the 400 jobs.
+// SIM_LEARN_JOBS overrides the 400 jobs, SIM_LEARN_RESTART_S the restart
+// time (0, as Gavel's simulator).
 func TestLearnCost(t *testing.T) {
 	if os.Getenv("SIM_LONG") != "learn" {
 		t.Skip("set SIM_LONG=learn to run")
@@ -101,6 +102,10 @@ func TestLearnCost(t *testing.T) {
 	jobs := 400
 	if v := os.Getenv("SIM_LEARN_JOBS"); v != "" {
 		fmt.Sscan(v, &jobs)
+	}
+	restart := 0.0
+	if v := os.Getenv("SIM_LEARN_RESTART_S"); v != "" {
+		fmt.Sscan(v, &restart)
 	}
 	policies := []string{policy.FFTName, policy.GavelFTFName, policy.GavelLASName}
 	seeds := []uint64{0, 1, 2}
@@ -114,7 +119,7 @@ func TestLearnCost(t *testing.T) {
 			for _, seed := range seeds {
 				pol, _ := policy.New(p, policy.Options{Seed: int64(seed)})
 				src := &everywhere{src: NewGenerator(GenConfig{Rate: 0.6, Seed: seed, MultiGPU: true, Jobs: jobs}), cluster: headlineCluster}
-				lg, err := Run(context.Background(), pol, src, Config{Cluster: headlineCluster, Learn: learn})
+				lg, err := Run(context.Background(), pol, src, Config{Cluster: headlineCluster, Learn: learn, RestartSeconds: restart})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -137,7 +142,7 @@ func TestLearnCost(t *testing.T) {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%d jobs per seed generated, %d of 3 seeds' jobs dropped (not run on every model)\n\n", jobs, dropped)
+	fmt.Fprintf(&b, "\n%d jobs per seed generated, %d of 3 seeds' jobs dropped (not run on every model), restart %g s\n\n", jobs, dropped, restart)
 	fmt.Fprintln(&b, "| policy | oracle JCT (h) | learned JCT (h) | JCT cost | oracle FTF mean / max | learned FTF mean / max | FTF mean cost | unfair oracle / learned | preemptions oracle / learned | switches oracle / learned |")
 	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, p := range policies {
