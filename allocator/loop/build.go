@@ -29,6 +29,7 @@ type inputs struct {
 	cfg       allocator.Config
 	weighted  bool
 	shares    *TenantShares
+	rates     *rates
 }
 
 // problem is a round's input as the engine takes it, plus the bookkeeping
@@ -51,6 +52,11 @@ type problem struct {
 	// tenantOf each active job's tenant.
 	tenants  []TenantAudit
 	tenantOf map[string]string
+	// rates are the round's throughputs (profile.go; nil: the declared
+	// ones only), learning the jobs without data run or waiting outside
+	// the policy to be measured, with their gang sizes.
+	rates    *rates
+	learning map[string]int
 }
 
 // buildProblem turns a snapshot and the ledger into the round engine's
@@ -68,15 +74,21 @@ type problem struct {
 // out of the instance and of the fairness set, its rho frozen until it is
 // resumed; a pinned job may run on its pinned model only.
 //
+// in.rates, when not nil, gives each job's throughputs (profile.go) in
+// place of its declared ones; the GPUs it pins for jobs being measured are
+// taken from the models the policy sees.
+//
 // With shares, each tenant's jobs split the tenant's share of the fairness
 // reference (tenantWeights).
 func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *problem {
 	progress, overrides, cfg, weighted := in.progress, in.overrides, in.cfg, in.weighted
-	pr := &problem{records: make(map[string]JobRecord, len(snap.Jobs)), noFit: map[string]string{}, weighted: weighted, overrides: overrides}
+	rt := in.rates
+	pr := &problem{records: make(map[string]JobRecord, len(snap.Jobs)), noFit: map[string]string{}, weighted: weighted, overrides: overrides,
+		rates: rt, learning: map[string]int{}}
 	tenants := map[string]string{}
 	capacity := make(map[string]int, len(snap.Models))
 	for _, m := range snap.Models {
-		capacity[m.Name] = m.GPUs
+		capacity[m.Name] = m.GPUs - rt.pinnedOn(m.Name)
 	}
 	// The ledger entries that were active last round, for Reconcile.
 	fs := fairness.State{Round: t, Jobs: map[string]fairness.JobState{}}
@@ -84,8 +96,9 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 	var jobs []allocator.Job
 	models := append([]allocator.Model(nil), snap.Models...)
 	known := make(map[string]bool, len(models))
-	for _, m := range models {
-		known[m.Name] = true
+	for k := range models {
+		known[models[k].Name] = true
+		models[k].GPUs = capacity[models[k].Name]
 	}
 	for k := range snap.Jobs {
 		j := &snap.Jobs[k]
@@ -118,22 +131,34 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 			pr.parked = append(pr.parked, j.ID)
 			continue
 		}
-		declared := j.Spec.Throughput
+		if held, why := rt.outside(j.ID); held {
+			// No data yet: run outside the policy to be measured, or
+			// held (profile.go).
+			if why != "" {
+				rec.Status = StatusNoFit
+				pr.noFit[j.ID] = why
+			} else {
+				pr.learning[j.ID] = j.Spec.GPUs
+			}
+			pr.records[j.ID] = rec
+			continue
+		}
+		tp := rt.throughputs(j)
 		if hasOverride && o.Action == OverridePin {
 			var why string
-			if declared, why = pin(declared, o); why != "" {
+			if tp, why = pin(tp, o); why != "" {
 				rec.Status = StatusNoFit
 				pr.records[j.ID] = rec
 				pr.noFit[j.ID] = why
 				continue
 			}
 		}
-		tp := make(map[string]float64, len(declared))
 		fits := false
-		for name, theta := range declared {
+		for name, theta := range tp {
 			if y, ok := capacity[name]; ok {
-				tp[name] = theta
 				fits = fits || allocator.Fits(&allocator.Model{Name: name, GPUs: y}, j.Spec.GPUs, 0, theta)
+			} else {
+				delete(tp, name)
 			}
 		}
 		if !fits {
@@ -241,6 +266,9 @@ func noFitReason(j *Job, models []allocator.Model, named bool) string {
 	cluster := "the cluster has " + strings.Join(have, ", ")
 	if len(have) == 0 {
 		cluster = "the cluster has no healthy GPUs on ready, eligible nodes"
+	}
+	if j.Spec.LearnThroughput {
+		return fmt.Sprintf("%s = %d: more GPUs than any model of the cluster has free of jobs being measured; %s", jobmeta.KeyGPUs, j.Spec.GPUs, cluster)
 	}
 	if !named {
 		return fmt.Sprintf("%s = %q names no GPU model of the cluster; %s", jobmeta.KeyThroughput, jobmeta.FormatThroughput(j.Spec.Throughput), cluster)

@@ -113,6 +113,13 @@ func (b *JobBuilder) TP(model string, v float64) *JobBuilder {
 	return b
 }
 
+// Learn drops fft.throughput, so the job's rates are learned online, and
+// sets its fft.family.
+func (b *JobBuilder) Learn(family string) *JobBuilder {
+	b.j.Spec.Throughput, b.j.Spec.LearnThroughput, b.j.Spec.Family = nil, true, family
+	return b
+}
+
 // Tenant sets fft.user and fft.weight.
 func (b *JobBuilder) Tenant(user string, weight float64) *JobBuilder {
 	b.j.Spec.User, b.j.Spec.Weight = user, weight

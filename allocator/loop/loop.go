@@ -13,6 +13,7 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/profile"
 )
 
 // Loop runs rounds: observe, build, decide, apply, record. It holds the
@@ -26,6 +27,9 @@ type Loop struct {
 
 	mu     sync.Mutex
 	ledger *Ledger // nil: load from the store before the next round
+	// prof is the throughput estimator, rebuilt from the ledger whenever
+	// the ledger is reloaded (profile.go).
+	prof *profiler
 }
 
 type options struct {
@@ -36,6 +40,7 @@ type options struct {
 	weighted bool
 	shares   *TenantShares
 	record   Recording
+	priors   *profile.Priors
 }
 
 // Recording says how much of each round the record keeps.
@@ -82,16 +87,25 @@ func WithTenantShares(s *TenantShares) Option { return func(o *options) { o.shar
 // WithRecording sets how much each round record keeps (default RecordFull).
 func WithRecording(r Recording) Option { return func(o *options) { o.record = r } }
 
+// WithThroughputPriors sets the prior table of the throughput estimator
+// (default: profile.GavelPriors(); an operator's table is merged as
+// GavelPriors().With(table); nil: none).
+func WithThroughputPriors(p *profile.Priors) Option { return func(o *options) { o.priors = p } }
+
 // New returns a Loop over the three adapters.
 func New(obs Observer, app Applier, store Store, opts ...Option) *Loop {
-	o := options{cfg: allocator.DefaultConfig(), log: hclog.NewNullLogger(), now: time.Now}
+	o := options{cfg: allocator.DefaultConfig(), log: hclog.NewNullLogger(), now: time.Now, priors: profile.GavelPriors()}
 	for _, f := range opts {
 		f(&o)
 	}
 	if o.pol == nil {
 		o.pol = policy.NewFFTWith(policy.FFTName, o.cfg)
 	}
-	return &Loop{obs: obs, app: app, store: store, opts: o}
+	prof, err := newProfiler(o.priors)
+	if err != nil {
+		panic("loop: the estimator's default options are invalid: " + err.Error())
+	}
+	return &Loop{obs: obs, app: app, store: store, opts: o, prof: prof}
 }
 
 // Policy is the policy the loop decides with.
@@ -125,6 +139,11 @@ func (l *Loop) RunRound(ctx context.Context, kind TriggerKind, triggerJobs []str
 			rec, err = nil, &PanicError{Value: r, Stack: string(debug.Stack())}
 			l.Forget()
 		}
+		if err != nil {
+			// The estimator may hold this round's measurements; the
+			// retry takes them again from the ledger.
+			_ = l.prof.reset()
+		}
 	}()
 	return l.round(ctx, kind, triggerJobs)
 }
@@ -141,9 +160,14 @@ func (e *PanicError) Error() string { return fmt.Sprintf("round panicked: %v", e
 // round is the five phases; each is timed and logged with the round number.
 func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string) (*RoundRecord, error) {
 	start := l.opts.now()
-	prev, err := l.load(ctx)
+	prev, fresh, err := l.load(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if fresh {
+		if err := l.prof.reset(); err != nil {
+			return nil, err
+		}
 	}
 	t := prev.Round
 	ph := &phases{log: l.opts.log.With("round", t), round: t, took: map[string]float64{}}
@@ -173,8 +197,10 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	clock := prev.Clock - (1 - kept)
 	var pr *problem
 	_ = ph.run(2, "build", func() error {
-		pr = buildProblem(fairRound(clock), snap, settle(prev.Jobs, kept),
-			inputs{progress: progress, overrides: overrides, cfg: l.opts.cfg, weighted: l.opts.weighted, shares: l.opts.shares})
+		settled := settle(prev.Jobs, kept)
+		rt := l.prof.prepare(t, snap, settled, progress, elapsedSeconds(prev.Start, start), l.opts.cfg.RoundSeconds, ph.log)
+		pr = buildProblem(fairRound(clock), snap, settled,
+			inputs{progress: progress, overrides: overrides, cfg: l.opts.cfg, weighted: l.opts.weighted, shares: l.opts.shares, rates: rt})
 		pr.snapshot = pr.policySnapshot(clock, l.opts.cfg.RoundSeconds)
 		return nil
 	})
@@ -190,6 +216,8 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	}); err != nil {
 		return nil, err
 	}
+	chosen := dec.Assignment() // the policy's, without the jobs being measured
+	dec = withPinned(dec, pr)
 	assignment := dec.Assignment()
 
 	// 4. Apply the difference between the cluster and the decision.
@@ -212,8 +240,9 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	rec := l.newRecord(t, start, kind, triggerJobs, clock, kept, snap, pr, dec, plan, res)
 	err = ph.run(5, "record", func() error {
 		achieved := advance(pr, dec, plan, next, rec, l.opts.cfg.RoundSeconds, l.opts.record == RecordFull)
+		recordRates(pr, plan, next, rec, progress, t, l.opts.record == RecordFull)
 		if lr, ok := l.opts.pol.(policy.Observer); ok {
-			lr.Observe(pr.snapshot, policy.Assignment(assignment), achieved)
+			lr.Observe(pr.snapshot, policy.Assignment(chosen), achieved)
 		}
 		rec.Phases, rec.SolveSeconds = ph.took, ph.took["solve"]
 		return l.store.Record(ctx, prev, next, rec)
@@ -246,19 +275,27 @@ func (l *Loop) Ledger() *Ledger {
 }
 
 // load returns the ledger the round starts from: the one kept in memory,
-// else the store's.
-func (l *Loop) load(ctx context.Context) (*Ledger, error) {
+// else the store's (fresh).
+func (l *Loop) load(ctx context.Context) (prev *Ledger, fresh bool, err error) {
 	l.mu.Lock()
-	prev := l.ledger
+	prev = l.ledger
 	l.mu.Unlock()
 	if prev != nil {
-		return prev, nil
+		return prev, false, nil
 	}
 	p, err := l.store.Load(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("loading the ledger: %w", err)
+		return nil, false, fmt.Errorf("loading the ledger: %w", err)
 	}
-	return p, nil
+	return p, true, nil
+}
+
+// elapsedSeconds is the time from the previous round's start (0: unknown).
+func elapsedSeconds(prevStart, start time.Time) float64 {
+	if prevStart.IsZero() {
+		return 0
+	}
+	return start.Sub(prevStart).Seconds()
 }
 
 // progress reads the jobs' own reports, when the store takes them; a
@@ -363,9 +400,12 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 	for id := range fs.Jobs {
 		before[id] = fs.Rho(id)
 	}
-	gpus := make(map[string]int, len(pr.instance.Jobs))
+	gpus := make(map[string]int, len(pr.instance.Jobs)+len(pr.learning))
 	for _, j := range pr.instance.Jobs {
 		gpus[j.ID] = j.GPUs
+	}
+	for id, n := range pr.learning {
+		gpus[id] = n
 	}
 	achieved := map[string]float64{}
 	for _, jd := range dec.Jobs {

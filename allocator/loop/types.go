@@ -8,6 +8,7 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
+	"github.com/nomad-fft/nomad-fft/allocator/profile"
 	"github.com/nomad-fft/nomad-fft/allocator/report"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
@@ -114,6 +115,17 @@ type JobRecord struct {
 	// Credit is what the last round credited the job for a whole round;
 	// an early next round cuts it to the time that passed (see settle).
 	Credit *Credit `json:"credit,omitempty"`
+	// Throughput is what the last round used per GPU model, in work units
+	// per round with all the job's GPUs, with each value's source
+	// (declared, measured, estimated, prior) and error (log sd).
+	Throughput map[string]profile.Throughput `json:"throughput,omitempty"`
+	// Measured is the job's measurements per model: the EMA state the
+	// estimator keeps, from which it is rebuilt (profile.go).
+	Measured map[string]profile.Measurement `json:"measured,omitempty"`
+	// Sample is the measurement the last round opened (profile.go).
+	Sample *Sample `json:"sample,omitempty"`
+	// ProfileRounds counts the rounds a job without data ran to be measured.
+	ProfileRounds int `json:"profile_rounds,omitempty"`
 }
 
 // Credit is one round's credit to a job: its Eq. 5 step and its estimated
@@ -179,6 +191,14 @@ type JobAudit struct {
 	// Override is the operator's decision in force for the job, if any
 	// (Override.String: "pin on MODEL by NAME").
 	Override string `json:"override,omitempty"`
+	// Throughput is the job's throughput per model as the round used it,
+	// with its source and error (left out when recording lean).
+	Throughput map[string]profile.Throughput `json:"throughput,omitempty"`
+	// Learn is set for a job without fft.throughput and without data: the
+	// model it is run on, outside the policy, to be measured.
+	Learn *profile.Choice `json:"learn,omitempty"`
+	// Mismatches flags declared throughputs far from the measured ones.
+	Mismatches []profile.Mismatch `json:"mismatches,omitempty"`
 }
 
 // setReason fills the line's reason from the engine's.

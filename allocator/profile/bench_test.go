@@ -12,7 +12,7 @@ import (
 func benchEstimator(b *testing.B, jobs int) (*Estimator, []string) {
 	r := rand.New(rand.NewPCG(3, 4))
 	models := []string{"V100", "P100", "K80", "A100", "T4", "A10"}
-	e := newEst(b, GavelPriors())
+	e := newEst(b, GavelPriors(), WithRefitLogTolerance(0))
 	must(b, e.AddModels(models...))
 	for j := 0; j < jobs; j++ {
 		id := jobID(j)

@@ -56,6 +56,7 @@ const jobPriorPrecision = 1e-6
 type options struct {
 	interactionLogSD, familyLogSD, gangLogSD, unknownModelLogSD float64
 	measurementLogSD, declaredLogSD, emaAlpha, mismatchRatio    float64
+	refitLogTol                                                 float64
 }
 
 func defaultOptions() options {
@@ -63,7 +64,7 @@ func defaultOptions() options {
 		interactionLogSD: DefaultInteractionLogSD, familyLogSD: DefaultFamilyLogSD,
 		gangLogSD: DefaultGangLogSD, unknownModelLogSD: DefaultUnknownModelLogSD,
 		measurementLogSD: DefaultMeasurementLogSD, declaredLogSD: DefaultDeclaredLogSD,
-		emaAlpha: DefaultEMAAlpha, mismatchRatio: DefaultMismatchRatio,
+		emaAlpha: DefaultEMAAlpha, mismatchRatio: DefaultMismatchRatio, refitLogTol: DefaultRefitLogTolerance,
 	}
 }
 
@@ -108,6 +109,9 @@ func (o options) validate() error {
 	if !(o.mismatchRatio > 1 && !math.IsInf(o.mismatchRatio, 0)) {
 		return fmt.Errorf("profile: mismatch ratio = %g: want a finite number > 1", o.mismatchRatio)
 	}
+	if !(o.refitLogTol >= 0 && o.refitLogTol <= MaxLogSD) {
+		return fmt.Errorf("profile: refit log tolerance = %g: want a number in [0, %g]", o.refitLogTol, float64(MaxLogSD))
+	}
 	return nil
 }
 
@@ -119,6 +123,9 @@ type pair struct {
 	// varFactor is Var(EMA)/Var(one measurement): 1 after one, then
 	// (1-a)²v + a², which tends to a/(2-a).
 	varFactor float64
+	// fitLog is the logEMA the last fit used (fitted: it used one).
+	fitLog float64
+	fitted bool
 }
 
 type jobState struct {
@@ -203,6 +210,11 @@ func (e *Estimator) AddJob(j Job) error {
 		old.Family = j.Family
 	} else {
 		e.jobs[j.ID] = &jobState{Job: j, pairs: map[string]*pair{}}
+		if e.fit != nil && e.fit.ix.covers(j) {
+			// A job without data whose factors the fit already has
+			// changes no estimate: keep the fit (arrivals are frequent).
+			return nil
+		}
 	}
 	e.fit = nil
 	return nil
@@ -210,7 +222,14 @@ func (e *Estimator) AddJob(j Job) error {
 
 // Forget drops a job and everything learned from it.
 func (e *Estimator) Forget(id JobID) {
-	if _, ok := e.jobs[id]; !ok {
+	j, ok := e.jobs[id]
+	if !ok {
+		return
+	}
+	if len(j.pairs) == 0 {
+		// It taught the fit nothing; its factors, if only it had them,
+		// are left with their priors, which changes no other estimate.
+		delete(e.jobs, id)
 		return
 	}
 	delete(e.jobs, id)
@@ -259,10 +278,18 @@ func (e *Estimator) Declare(id JobID, model string, unitsPerRound float64) error
 // Measure records one measured rate of a job on a model: the first
 // replaces any estimate, later ones enter an EMA in log space.
 func (e *Estimator) Measure(id JobID, model string, unitsPerRound float64) error {
+	kept := e.fit
 	_, p, err := e.pairOf(id, model, unitsPerRound, "measuring the throughput")
 	if err != nil {
 		return err
 	}
+	defer func() {
+		// A measured pair's own value is always current; the fit of the
+		// others is kept while this pair moves less than the tolerance.
+		if kept != nil && p.fitted && math.Abs(p.logEMA-p.fitLog) <= e.opts.refitLogTol {
+			e.fit = kept
+		}
+	}()
 	a := e.opts.emaAlpha
 	if p.n == 0 {
 		p.logEMA, p.varFactor = math.Log(unitsPerRound), 1

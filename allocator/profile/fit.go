@@ -69,6 +69,24 @@ func (ix *paramIndex) design(j Job, model string) ([]int, bool) {
 	return x, true
 }
 
+// covers reports whether the index has every model-side factor a job of
+// j's family and gang size would load on.
+func (ix *paramIndex) covers(j Job) bool {
+	s := gangClass(j.GPUs)
+	for m := range ix.model {
+		if _, ok := ix.family[famModel{j.Family, m}]; j.Family != "" && !ok {
+			return false
+		}
+		if _, ok := ix.gang[gangModel{s, m}]; s > 0 && !ok {
+			return false
+		}
+		if _, ok := ix.famGang[famGangModel{j.Family, s, m}]; s > 0 && j.Family != "" && !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // jobFit is a job's eliminated block: D = its precision, B its coupling to
 // the model-side parameters (sparse), a its factor.
 type jobFit struct {
@@ -108,6 +126,7 @@ func (e *Estimator) observations(j *jobState) []observation {
 		p := j.pairs[m]
 		switch {
 		case p.n > 0:
+			p.fitLog, p.fitted = p.logEMA, true
 			v := o.interactionLogSD*o.interactionLogSD + o.measurementLogSD*o.measurementLogSD*p.varFactor
 			obs = append(obs, observation{m, p.logEMA, 1 / v})
 		case p.declared > 0:

@@ -31,10 +31,12 @@ type Cluster struct {
 	models  []allocator.Model
 	roundS  float64
 	restart float64
-	now     float64
-	lg      *Log
-	active  []*simJob
-	byID    map[string]*simJob
+	// learn hides the rates from the loop (Config.Learn, learn.go).
+	learn  bool
+	now    float64
+	lg     *Log
+	active []*simJob
+	byID   map[string]*simJob
 	// finished are jobs that completed in the last round: observed once as
 	// finished, then gone, as Nomad's garbage collection would.
 	finished []*simJob
@@ -60,7 +62,7 @@ var (
 )
 
 func newCluster(cfg Config, roundSeconds float64, lg *Log) *Cluster {
-	c := &Cluster{roundS: roundSeconds, restart: cfg.RestartSeconds, lg: lg, byID: map[string]*simJob{}, tenantOf: cfg.TenantOf}
+	c := &Cluster{roundS: roundSeconds, restart: cfg.RestartSeconds, learn: cfg.Learn, lg: lg, byID: map[string]*simJob{}, tenantOf: cfg.TenantOf}
 	c.models = append(c.models, cfg.Cluster...)
 	sort.Slice(c.models, func(a, b int) bool { return c.models[a].Name < c.models[b].Name })
 	return c
@@ -75,19 +77,23 @@ func (c *Cluster) admit(idx int, spec *workload.JobSpec) {
 			tp[m] = r * c.roundS
 		}
 	}
-	j := &simJob{idx: idx, spec: spec, job: loop.Job{
-		ID: spec.ID, Namespace: Namespace, Name: spec.ID, Gated: true,
-		Spec: &jobmeta.Spec{Work: spec.Work, WorkUnit: "steps", Throughput: tp, Weight: 1, GPUs: spec.GPUs},
-	}}
-	if c.tenantOf != nil {
-		j.job.Spec.User = c.tenantOf(*spec)
+	js := &jobmeta.Spec{Work: spec.Work, WorkUnit: "steps", Throughput: tp, Weight: 1, GPUs: spec.GPUs}
+	if c.learn {
+		js.Throughput, js.LearnThroughput, js.Family = nil, true, Family(spec.Type)
 	}
+	if c.tenantOf != nil {
+		js.User = c.tenantOf(*spec)
+	}
+	j := &simJob{idx: idx, spec: spec, job: loop.Job{ID: spec.ID, Namespace: Namespace, Name: spec.ID, Gated: true, Spec: js}}
 	c.active = append(c.active, j)
 	c.byID[j.job.ID] = j
 }
 
 // fits reports whether any model of the cluster can run the job.
 func (c *Cluster) fits(spec *workload.JobSpec) bool {
+	if c.learn && !c.runsEverywhere(spec) {
+		return false
+	}
 	for i := range c.models {
 		if allocator.Fits(&c.models[i], spec.GPUs, 0, spec.Rate[c.models[i].Name]) {
 			return true

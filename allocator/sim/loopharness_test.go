@@ -27,13 +27,15 @@ import (
 func TestSimulatorIsTheServiceLoop(t *testing.T) {
 	names := []string{policy.FFTName, policy.FFTStickyName, policy.GavelFTFName, policy.LASName, policy.FIFOName, policy.SiaName}
 	rng := rand.New(rand.NewPCG(9, 1))
-	for i := 0; i < 60; i++ {
+	for i := 0; i < 72; i++ {
 		name := names[i%len(names)]
 		w := randomWorkload(rng)
+		// Every sixth workload hides the rates: the loop learns them.
+		w.learn = i/len(names)%6 == 5
 		t.Run(fmt.Sprintf("%s/%d", name, i), func(t *testing.T) {
 			simPol, _ := policy.New(name, policy.Options{Seed: 1})
 			lg, err := sim.Run(context.Background(), simPol, &workload.SliceSource{Jobs: w.jobs}, sim.Config{Cluster: w.cluster, RoundSeconds: w.roundS,
-				RestartSeconds: w.restart, KeepRecords: true, MaxRounds: 400})
+				RestartSeconds: w.restart, KeepRecords: true, MaxRounds: 400, Learn: w.learn})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,6 +58,7 @@ type simCase struct {
 	cluster         []allocator.Model
 	jobs            []workload.JobSpec
 	roundS, restart float64
+	learn           bool
 }
 
 func randomWorkload(rng *rand.Rand) simCase {
@@ -66,7 +69,7 @@ func randomWorkload(rng *rand.Rand) simCase {
 	}
 	n := 3 + rng.IntN(8)
 	for k := 0; k < n; k++ {
-		j := workload.JobSpec{ID: fmt.Sprintf("j%02d", k), Arrival: math.Floor(rng.Float64() * 500), GPUs: []int{1, 1, 2, 4}[rng.IntN(4)],
+		j := workload.JobSpec{ID: fmt.Sprintf("j%02d", k), Type: []string{"ResNet-50 (batch size 64)", "LM (batch size 20)", "A3C"}[k%3], Arrival: math.Floor(rng.Float64() * 500), GPUs: []int{1, 1, 2, 4}[rng.IntN(4)],
 			Work: float64(50 + rng.IntN(400)), Rate: map[string]float64{}}
 		for _, m := range models {
 			if rng.IntN(4) > 0 {
@@ -117,11 +120,17 @@ func runHarness(t *testing.T, pol policy.Policy, w simCase, rounds int) []*loop.
 					fits = fits || (cm.Name == m && cm.GPUs >= spec.GPUs)
 				}
 			}
+			js := &jobmeta.Spec{Work: spec.Work, WorkUnit: "steps", Throughput: tp, Weight: 1, GPUs: spec.GPUs}
+			if w.learn {
+				js.Throughput, js.LearnThroughput, js.Family = nil, true, sim.Family(spec.Type)
+				for _, cm := range w.cluster {
+					fits = fits && (cm.GPUs < spec.GPUs || spec.Rate[cm.Name] > 0)
+				}
+			}
 			if !fits {
 				continue // the simulator rejects it at admission
 			}
-			h.Set(loop.Job{ID: spec.ID, Namespace: sim.Namespace, Name: spec.ID, Gated: true,
-				Spec: &jobmeta.Spec{Work: spec.Work, WorkUnit: "steps", Throughput: tp, Weight: 1, GPUs: spec.GPUs}})
+			h.Set(loop.Job{ID: spec.ID, Namespace: sim.Namespace, Name: spec.ID, Gated: true, Spec: js})
 			tasks[spec.ID] = &task{spec: spec}
 		}
 		for id, tk := range tasks {

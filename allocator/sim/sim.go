@@ -42,6 +42,9 @@ type Config struct {
 	// in Log.Records, as the live audit log has them; off, rounds are
 	// recorded lean, which keeps long simulations fast.
 	KeepRecords bool
+	// Learn runs the jobs without declared throughputs: the loop learns
+	// them online from the true progress the cluster reports (learn.go).
+	Learn bool
 	// MaxRounds stops a run that would not end (0 = 10 million).
 	MaxRounds int
 	// Progress, if set, is called about every ProgressEvery rounds.
@@ -104,7 +107,9 @@ type RoundStats struct {
 
 // Log is everything a run produced; metrics are computed from it alone.
 type Log struct {
-	Policy       string             `json:"policy"`
+	Policy string `json:"policy"`
+	// Learn is Config.Learn: the policy saw learned throughputs.
+	Learn        bool               `json:"learn,omitempty"`
 	Cluster      []allocator.Model  `json:"cluster"`
 	RoundSeconds float64            `json:"round_seconds"`
 	Window       Window             `json:"window"`
@@ -136,7 +141,7 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 	if maxRounds <= 0 {
 		maxRounds = 10_000_000
 	}
-	lg := &Log{Policy: pol.Name(), Cluster: cfg.Cluster, RoundSeconds: R, Window: cfg.Window}
+	lg := &Log{Policy: pol.Name(), Learn: cfg.Learn, Cluster: cfg.Cluster, RoundSeconds: R, Window: cfg.Window}
 	c := newCluster(cfg, R, lg)
 	store := &store{MemStore: loop.NewMemStore(cfg.KeepRecords), cluster: c}
 	engine := cfg.Engine

@@ -13,6 +13,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/profile"
 )
 
 // ExplainCommand reads back why the last round decided what it did for a job.
@@ -132,6 +133,12 @@ type explanation struct {
 	// Options are the cost terms on every model the job may use, cheapest
 	// first.
 	Options []allocator.Terms `json:"options"`
+	// Throughput is each model's throughput as the round used it, with its
+	// source (declared, measured, estimated, prior) and error (log sd).
+	Throughput map[string]profile.Throughput `json:"throughput,omitempty"`
+	// Learn is the model a job without data was run on to be measured.
+	Learn      *profile.Choice    `json:"learn,omitempty"`
+	Mismatches []profile.Mismatch `json:"mismatches,omitempty"`
 }
 
 // explainJob reads job id's decision out of a round record that mentions
@@ -147,6 +154,7 @@ func explainJob(rec *loop.RoundRecord, id string) explanation {
 		e.ReasonCode, e.Override = ja.ReasonCode, ja.Override
 		e.RhoBefore, e.RhoAfter = ja.RhoBefore, ja.RhoAfter
 		e.Options = append(e.Options, ja.Options...)
+		e.Throughput, e.Learn, e.Mismatches = ja.Throughput, ja.Learn, ja.Mismatches
 		sort.SliceStable(e.Options, func(a, b int) bool { return e.Options[a].Cost < e.Options[b].Cost })
 	}
 	return e
@@ -166,6 +174,8 @@ func formatExplain(e explanation) string {
 		return b.String()
 	}
 	switch {
+	case e.Learn != nil && e.Model != "":
+		fmt.Fprintf(&b, "Decision   = runs on %s (%s) to be measured: %s has no fft.throughput and no measurement yet (%s)\n", e.Model, e.Action, e.Job, e.Learn.Reason)
 	case e.Model != "":
 		fmt.Fprintf(&b, "Decision   = runs on %s (%s)\n", e.Model, e.Action)
 	default:
@@ -176,21 +186,39 @@ func formatExplain(e explanation) string {
 	}
 	fmt.Fprintf(&b, "GPUs       = %s\n", countOrDash(e.GPUs))
 	fmt.Fprintf(&b, "Rho        = %.4g before the round, %.4g after\n", e.RhoBefore, e.RhoAfter)
+	for _, m := range e.Mismatches {
+		fmt.Fprintf(&b, "Warning    = %s\n", m)
+	}
 	if len(e.Options) == 0 {
-		b.WriteString("\nNo model was priced for this job: no model with capacity can run it.")
+		if e.Learn == nil {
+			b.WriteString("\nNo model was priced for this job: no model with capacity can run it.")
+		} else {
+			b.WriteString("\nNo model was priced for this job: it runs outside the policy until one round on a model measures it.")
+		}
 		return b.String()
 	}
-	b.WriteString("\nOptions (cost = wait + volume + switch - credit; cheapest first)\n")
-	rows := [][]string{{"Model", "Throughput", "Wait", "Volume", "Switch", "Credit", "Cost", "Chosen"}}
+	b.WriteString("\nOptions (cost = wait + volume + switch - credit; cheapest first; source: where the throughput comes from, log sd its error)\n")
+	rows := [][]string{{"Model", "Throughput", "Source", "Log SD", "Wait", "Volume", "Switch", "Credit", "Cost", "Chosen"}}
 	for _, o := range e.Options {
 		chosen := ""
 		if o.Model == e.Model {
 			chosen = "yes"
 		}
-		rows = append(rows, []string{o.Model, fmt.Sprintf("%.4g", o.Throughput), fmt.Sprintf("%.4g", o.Wait),
+		src, sd := sourceOf(e.Throughput, o.Model)
+		rows = append(rows, []string{o.Model, fmt.Sprintf("%.4g", o.Throughput), src, sd, fmt.Sprintf("%.4g", o.Wait),
 			fmt.Sprintf("%.4g", o.Volume), fmt.Sprintf("%.4g", o.Switch), fmt.Sprintf("%.4g", o.Credit),
 			fmt.Sprintf("%.4g", o.Cost), chosen})
 	}
 	b.WriteString(table(rows, ""))
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// sourceOf renders a throughput's source and error for a table; a record
+// written before throughputs were recorded has neither ("-").
+func sourceOf(tp map[string]profile.Throughput, model string) (source, logSD string) {
+	th, ok := tp[model]
+	if !ok {
+		return "-", "-"
+	}
+	return th.Source.String(), fmt.Sprintf("%.2f", th.LogSD)
 }

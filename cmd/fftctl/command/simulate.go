@@ -40,7 +40,7 @@ type simulateFlags struct {
 	policies, cluster, rates, seeds, window, bigJobs, rng, trace, reference, out string
 	jobs, parallel, maxRounds                                                    int
 	roundSeconds, restartSeconds                                                 float64
-	multiGPU, skipBad, plots, asJSON, wide, quiet, list, records                 bool
+	multiGPU, skipBad, plots, asJSON, wide, quiet, list, records, learn          bool
 }
 
 // simulateOptions is one checked `fftctl simulate` invocation.
@@ -70,6 +70,8 @@ type simulateOptions struct {
 	// records writes every round's full record, as the allocator's audit
 	// log holds it.
 	records bool
+	// learn hides the jobs' throughputs from the policies (sim.Config.Learn).
+	learn bool
 }
 
 func (c *SimulateCommand) Synopsis() string { return "Compare scheduling policies by simulation" }
@@ -123,6 +125,7 @@ func (c *SimulateCommand) ownFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&f.wide, "wide", false, "Print every metric of the table (24 columns) instead of the main ones.")
 	fs.BoolVar(&f.asJSON, "json", false, "Print every run's summary as JSON instead of the table.")
 	fs.BoolVar(&f.quiet, "quiet", false, "Print no progress on stderr.")
+	fs.BoolVar(&f.learn, "learn", false, "Jobs declare no throughput: the allocator measures and estimates them online, and every policy sees only its values (the -reference run keeps the true rates).")
 	fs.BoolVar(&f.records, "records", false, "Write every round's record, each job's cost terms included, as the fft-allocator's audit log holds it, to records-<policy>-r<rate>-s<seed>.jsonl in -out (one JSON object a line; slow on long runs).")
 	fs.BoolVar(&f.list, "list", false, "List the policies with a description and exit.")
 }
@@ -167,7 +170,7 @@ func (c *SimulateCommand) listPolicies() {
 func (f *simulateFlags) check() (*simulateOptions, error) {
 	o := &simulateOptions{jobs: f.jobs, multiGPU: f.multiGPU, trace: f.trace, skipBad: f.skipBad,
 		roundSeconds: f.roundSeconds, restartSeconds: f.restartSeconds, reference: f.reference, out: f.out,
-		plots: f.plots, parallel: f.parallel, maxRounds: f.maxRounds, asJSON: f.asJSON, wide: f.wide, quiet: f.quiet, records: f.records}
+		plots: f.plots, parallel: f.parallel, maxRounds: f.maxRounds, asJSON: f.asJSON, wide: f.wide, quiet: f.quiet, records: f.records, learn: f.learn}
 	var err error
 	policies := f.policies
 	if policies == "" {

@@ -149,7 +149,8 @@ func runOne(ctx context.Context, o *simulateOptions, k runKey, trace *workload.T
 		src = workload.NewGenerator(workload.GenConfig{Rate: k.rate, Seed: k.seed, MultiGPU: o.multiGPU, Jobs: o.jobs, Stream: o.stream})
 	}
 	cfg := sim.Config{Cluster: o.cluster, RoundSeconds: o.roundSeconds, RestartSeconds: o.restartSeconds,
-		Window: o.window, MaxRounds: o.maxRounds, ProgressEvery: 500, KeepRecords: o.records}
+		Window: o.window, MaxRounds: o.maxRounds, ProgressEvery: 500, KeepRecords: o.records,
+		Learn: o.learn && k.policy != o.reference}
 	if !o.quiet {
 		cfg.Progress = func(p sim.Progress) { prog.round(k, p) }
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/profile"
 )
 
 // StatusCommand shows the queue and the GPU models from the ledger.
@@ -111,6 +112,9 @@ type jobStatus struct {
 	Arrival   int    `json:"arrival"`
 	RoundsRun int    `json:"rounds_run"`
 	Switches  int    `json:"switches"`
+	// Throughput is each model's throughput the last round used, with its
+	// source and error (the ledger's).
+	Throughput map[string]profile.Throughput `json:"throughput,omitempty"`
 }
 
 // readStatus reads the ledger, the last round record and the leader.
@@ -157,7 +161,7 @@ func buildStatus(l *loop.Ledger, last *loop.RoundRecord, leader string) statusVi
 	}
 	for id, r := range l.Jobs {
 		js := jobStatus{ID: id, Status: r.Status, Rho: r.Rho, Done: r.Done, Work: r.Work,
-			Arrival: r.Arrival, RoundsRun: r.RoundsRun, Switches: r.Switches}
+			Arrival: r.Arrival, RoundsRun: r.RoundsRun, Switches: r.Switches, Throughput: r.Throughput}
 		if ja, ok := lines[id]; ok {
 			js.Model, js.GPUs, js.Reason = ja.Model, ja.GPUs, ja.Reason
 		}
@@ -197,12 +201,18 @@ func formatStatus(v statusView) string {
 	b.WriteString(table(rows, "no healthy GPUs in the last round"))
 
 	b.WriteString("\nJobs\n")
-	rows = [][]string{{"ID", "Status", "Model", "GPUs", "Rho", "Progress", "Reason"}}
+	rows = [][]string{{"ID", "Status", "Model", "GPUs", "Rho", "Progress", "Throughput", "Reason"}}
+	estimated := false
 	for _, j := range v.Jobs {
+		tp, est := throughputCell(j)
+		estimated = estimated || est
 		rows = append(rows, []string{j.ID, j.Status, orDash(j.Model), countOrDash(j.GPUs),
-			fmt.Sprintf("%.3f", j.Rho), progress(j.Done, j.Work), orDash(j.Reason)})
+			fmt.Sprintf("%.3f", j.Rho), progress(j.Done, j.Work), tp, orDash(j.Reason)})
 	}
 	b.WriteString(table(rows, "no FFT-managed jobs"))
+	if estimated {
+		b.WriteString("(* estimated: the job has not been measured on that model yet; fftctl explain JOB shows every model's source and error)\n")
+	}
 
 	if len(v.Tenants) > 0 {
 		b.WriteString("\nTenants (the operator's shares of the fairness reference)\n")
@@ -244,6 +254,22 @@ func tenantUse(last *loop.RoundRecord, l *loop.Ledger) []tenantStatus {
 		out[k].Rho += l.Jobs[ja.ID].Rho
 	}
 	return out
+}
+
+// throughputCell is the job's throughput on its model as the last round
+// used it, marked "*" when it is an estimate rather than declared or
+// measured; "-" when the job has no model or no recorded value.
+func throughputCell(j jobStatus) (cell string, estimated bool) {
+	th, ok := j.Throughput[j.Model]
+	if !ok || j.Model == "" {
+		return "-", false
+	}
+	switch th.Source {
+	case profile.SourceEstimated, profile.SourcePrior:
+		return fmt.Sprintf("%.4g*", th.UnitsPerRound), true
+	default:
+		return fmt.Sprintf("%.4g (%s)", th.UnitsPerRound, th.Source), false
+	}
 }
 
 // table renders rows (the first is the header) with aligned columns, or

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/profile"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
@@ -238,5 +239,53 @@ func TestBuildStatusTenants(t *testing.T) {
 	}
 	if out := formatStatus(v); !strings.Contains(out, "Tenants (the operator's shares") || !strings.Contains(out, "0.900") {
 		t.Errorf("status text has no tenant table:\n%s", out)
+	}
+}
+
+// explain prints each option's throughput source and error, says when a job
+// runs to be measured, and shows declared-versus-measured warnings; status
+// marks estimated throughputs.
+func TestThroughputSources(t *testing.T) {
+	r := newRound(9).Model(a100, 2).Model(v100, 4).
+		Run("default/learned", a100, 2, 0.1).Action(loop.ActionKeep).
+		Run("default/new", v100, 1, 0).Action(loop.ActionStart).Obj()
+	tp := map[string]profile.Throughput{
+		a100: {UnitsPerRound: 30, LogSD: 0.1, Source: profile.SourceMeasured, Measurements: 3},
+		v100: {UnitsPerRound: 12.5, LogSD: 0.87, Source: profile.SourceEstimated, Measurements: 40},
+	}
+	mm := profile.Mismatch{Job: "default/learned", Model: a100, DeclaredUnitsPerRound: 10, MeasuredUnitsPerRound: 30, Measurements: 3}
+	for k := range r.Jobs {
+		switch r.Jobs[k].ID {
+		case "default/learned":
+			r.Jobs[k].Throughput, r.Jobs[k].Mismatches = tp, []profile.Mismatch{mm}
+		case "default/new":
+			r.Jobs[k].Options, r.Jobs[k].Learn = nil, &profile.Choice{Model: v100, FreeGPUs: 4, Reason: profile.ReasonFastest}
+		}
+	}
+	tests := []struct {
+		id   string
+		want []string
+	}{
+		{"default/learned", []string{"Source", "Log SD", "measured   0.10", "estimated  0.87", "Warning    = job \"default/learned\" on \"" + a100 + "\": declared fft.throughput 10"}},
+		{"default/new", []string{"runs on " + v100 + " (start) to be measured", profile.ReasonFastest, "outside the policy until one round on a model measures it"}},
+	}
+	for _, tc := range tests {
+		text := formatExplain(explainJob(r, tc.id))
+		for _, w := range tc.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s: explanation lacks %q:\n%s", tc.id, w, text)
+			}
+		}
+	}
+	learned := rec(loop.StatusRunning, 0.1, 5, 100, a100)
+	learned.Throughput = tp
+	onEstimate := rec(loop.StatusRunning, 0, 1, 100, v100)
+	onEstimate.Throughput = tp
+	last := newRound(9).Model(a100, 2).Model(v100, 4).Run("default/learned", a100, 2, 0.1).Run("default/est", v100, 1, 0).Obj()
+	text := formatStatus(buildStatus(ledgerOf(10, map[string]loop.JobRecord{"default/learned": learned, "default/est": onEstimate}), last, ""))
+	for _, w := range []string{"Throughput", "30 (measured)", "12.5*", "(* estimated: the job has not been measured on that model yet"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("status lacks %q:\n%s", w, text)
+		}
 	}
 }
