@@ -37,15 +37,21 @@ round:
 ## against a real Nomad 1.6.1 agent.
 test: deps vet agents unit e2e
 
-## deps: what the tests need beyond Go: GLPK's glpsol (Debian glpk-utils).
+## deps: what the tests need beyond Go: GLPK's glpsol (Debian glpk-utils),
+## for the solver's reference test, and Chromium (Debian chromium), for the
+## status page's browser test.
 deps:
-	@command -v glpsol >/dev/null 2>&1 || { \
+	@missing=""; \
+	command -v glpsol >/dev/null 2>&1 || missing="$$missing glpk-utils"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
-			echo "installing glpk-utils (glpsol) for the solver's reference test"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq glpk-utils >/dev/null; \
+			echo "installing$$missing (Debian) for the tests"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 		else \
-			echo "glpsol missing: run 'sudo apt-get install glpk-utils'" >&2; exit 1; \
-		fi; }
+			echo "missing:$$missing; run 'sudo apt-get install$$missing'" >&2; exit 1; \
+		fi; \
+	fi
 
 ## agents: the pinned Nomad 1.6.1 and Consul 1.16.1 agents, built once from
 ## their MPL modules into the ignored .cache folder (about 5 and 11 minutes
@@ -67,7 +73,7 @@ vet:
 ## tests use the cached Consul agent (FFT_E2E=1 makes its absence a failure).
 unit:
 	consul_bin=$$(e2e/agents/build-consul.sh) && \
-	FFT_E2E=1 FFT_CONSUL_BIN=$$consul_bin FFT_REQUIRE_GLPSOL=1 $(GO) test -count=1 ./...
+	FFT_E2E=1 FFT_CONSUL_BIN=$$consul_bin FFT_REQUIRE_GLPSOL=1 FFT_REQUIRE_BROWSER=1 $(GO) test -count=1 ./...
 
 ## e2e: builds the Nomad agent once from the pinned MPL module into the
 ## ignored .cache folder (e2e/agents/build.sh), then runs the tests that
