@@ -10,6 +10,12 @@ import (
 type Options struct {
 	// Seed drives any random tie-break, so a run can be replayed.
 	Seed int64
+	// RestartSeconds is the time a job loses when it resumes or changes
+	// model, as the runtime charges it (the simulator's -restart-seconds,
+	// an operator's measured value on a live cluster). The unit-free FFT
+	// configurations price restarts with it; the paper's "fft" keeps the
+	// engine's default, so it stays as it was.
+	RestartSeconds float64
 }
 
 // Factory builds a fresh policy instance; each run gets its own.
@@ -33,6 +39,9 @@ var Builtin = map[string]Factory{
 	FFTName:          NewFFT,
 	FFTRemainingName: NewFFTRemaining,
 	FFTStickyName:    NewFFTSticky,
+	FFTUnitsName:     NewFFTUnits,
+	FFTLagName:       NewFFTLag,
+	FFTLateName:      NewFFTLate,
 }
 
 // Names lists the registry's names, sorted.

@@ -335,7 +335,7 @@ func runCommand(ctx context.Context, o *commandOptions, stdout, stderr io.Writer
 		go func() {
 			defer wg.Done()
 			for k := range work {
-				pol, _ := policy.New(k.policy, policy.Options{Seed: int64(k.seed)})
+				pol, _ := policy.New(k.policy, policy.Options{Seed: int64(k.seed), RestartSeconds: o.restartSeconds})
 				cfg := Config{Cluster: o.cluster, RoundSeconds: o.roundSeconds, RestartSeconds: o.restartSeconds,
 					Window: o.window, MaxRounds: o.maxRounds, ProgressEvery: 500}
 				if !o.quiet {
