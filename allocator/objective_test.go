@@ -311,3 +311,64 @@ func TestDebtRounds(t *testing.T) {
 		t.Errorf("debt of a job ahead of its reference = %v, want 0", got)
 	}
 }
+
+// TestUnitsRestartPrices: under the unit-free objective a restart costs
+// d_j * restart_seconds / R GPU-rounds, the unit of the volume term, so a
+// parked job displaces a running one only when it saves more GPU-rounds
+// than the two restarts of the trade (one now, one for the parked job
+// later) cost, and a model change is priced with its checkpoint's move.
+func TestUnitsRestartPrices(t *testing.T) {
+	v100 := &allocator.Model{Name: "V100", GPUs: 1}
+	for _, tc := range []struct {
+		restart float64
+		// gain is how many GPU-rounds less the parked job has left.
+		gain       float64
+		wantRunner string
+	}{
+		{0, 0.01, "parked"},
+		{60, 2*0.2 - 0.01, "running"},
+		{60, 2*0.2 + 0.01, "parked"},
+		{120, 2*0.4 - 0.01, "running"},
+		{120, 2*0.4 + 0.01, "parked"},
+	} {
+		t.Run(fmt.Sprintf("restart %gs gain %g", tc.restart, tc.gain), func(t *testing.T) {
+			cfg := unitsConfig(allocator.DebtLag, 1)
+			cfg.RestartSeconds = tc.restart
+			in := &allocator.Instance{Round: 3, Models: []allocator.Model{*v100}, Config: cfg,
+				Jobs: []allocator.Job{
+					{ID: "running", GPUs: 1, Work: 10, Throughput: map[string]float64{"V100": 1}, LastModel: "V100", Running: true},
+					{ID: "parked", GPUs: 1, Work: 10 - tc.gain, Throughput: map[string]float64{"V100": 1}, LastModel: "V100"},
+				}}
+			d, err := allocator.Decide(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := d.Assignment(); len(got) != 1 || got[tc.wantRunner] != "V100" {
+				t.Fatalf("assignment %v, want %s on V100", got, tc.wantRunner)
+			}
+		})
+	}
+	// The prices themselves, for a 2-GPU job with 5 GB of state at 10
+	// Gbit/s: p = 2 * 60 / 300 = 0.4; a move 2 * (60 + 4) / 300.
+	cfg := unitsConfig(allocator.DebtLag, 1)
+	j := allocator.Job{ID: "a", GPUs: 2, Work: 10, StateGB: 5, Throughput: map[string]float64{"V100": 2, "K80": 1}}
+	k80 := &allocator.Model{Name: "K80", GPUs: 2}
+	for _, tc := range []struct {
+		name       string
+		last       string
+		running    bool
+		v100, k80w float64
+	}{
+		{"never ran: free", "", false, 0, 0},
+		{"running on V100: staying keeps the park price, moving pays the move", "V100", true, -0.4, 2*64/300. - 0.4},
+		{"parked after V100: resuming pays a restart", "V100", false, 0.4, 2 * 64 / 300.},
+	} {
+		j.LastModel, j.Running = tc.last, tc.running
+		if got := cfg.Terms(&j, v100, 3, 0).Switch; math.Abs(got-tc.v100) > 1e-15 {
+			t.Errorf("%s: V100 switch %v, want %v", tc.name, got, tc.v100)
+		}
+		if got := cfg.Terms(&j, k80, 3, 0).Switch; math.Abs(got-tc.k80w) > 1e-15 {
+			t.Errorf("%s: K80 switch %v, want %v", tc.name, got, tc.k80w)
+		}
+	}
+}
