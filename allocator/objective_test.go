@@ -22,6 +22,14 @@ func unitsConfig(debt allocator.Debt, fair float64) allocator.Config {
 	return c
 }
 
+// rateConfig is unitsConfig with the completion-rate volume term and the
+// FTF debt.
+func rateConfig(fair float64) allocator.Config {
+	c := unitsConfig(allocator.DebtFTF, fair)
+	c.Volume = allocator.VolumeRate
+	return c
+}
+
 // world is a small cluster run for a few rounds the way the live loop runs
 // it: Reconcile the ledger, decide, credit the work, Advance.
 type world struct {
@@ -162,6 +170,7 @@ func TestUnitsObjectiveIsScaleInvariant(t *testing.T) {
 	configs := []allocator.Config{
 		unitsConfig(allocator.DebtLag, 1), unitsConfig(allocator.DebtLag, 4),
 		unitsConfig(allocator.DebtLate, 1), unitsConfig(allocator.DebtShortfall, 1000),
+		rateConfig(1), rateConfig(4),
 	}
 	const instances = 10000
 	for n := range instances {
@@ -256,6 +265,8 @@ func TestIssueInstance(t *testing.T) {
 		{"units lag, both in epochs", unitsConfig(allocator.DebtLag, 1), 1, "in-epochs"},
 		{"units late, in steps", unitsConfig(allocator.DebtLate, 1), 1000, "in-epochs"},
 		{"units shortfall, in steps", unitsConfig(allocator.DebtShortfall, 1000), 1000, "in-epochs"},
+		{"rate, in steps", rateConfig(1), 1000, "in-epochs"},
+		{"rate, both in epochs", rateConfig(1), 1, "in-epochs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := allocator.Decide(context.Background(), issueInstance(tc.cfg, tc.k))
@@ -269,9 +280,9 @@ func TestIssueInstance(t *testing.T) {
 	}
 }
 
-// TestDebtRounds prices the three debts of one job against hand-computed
+// TestJobDebt prices the three debts of one job against hand-computed
 // values, and the credit they give.
-func TestDebtRounds(t *testing.T) {
+func TestJobDebt(t *testing.T) {
 	// Reference: arrival 2, tau 22 (span 20), work 40 at 4 units per
 	// round on V100, 1 on K80: f = 2 units per round. At round 12 the
 	// reference has done 20; the job has done 8, so it is 12 units behind.
@@ -289,9 +300,10 @@ func TestDebtRounds(t *testing.T) {
 		{"lag: 12 units behind / 4 per round", unitsConfig(allocator.DebtLag, 1), 3, 2 * 3, 2 * 3 / 4.},
 		{"late: 12 units behind / f = 2", unitsConfig(allocator.DebtLate, 1), 6, 2 * 6, 2 * 6 / 4.},
 		{"lag, weight 2", unitsConfig(allocator.DebtLag, 2), 3, 2 * 2 * 3, 2 * 2 * 3 / 4.},
+		{"ftf: 12 units behind / W = 40", rateConfig(1), 0.3, 2 * 0.3, 2 * 0.3 / 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			debt := tc.cfg.DebtRounds(j, 12, st)
+			debt := tc.cfg.JobDebt(j, 12, st)
 			if debt != tc.debt {
 				t.Fatalf("debt = %v, want %v", debt, tc.debt)
 			}
@@ -307,7 +319,7 @@ func TestDebtRounds(t *testing.T) {
 	ahead := *j
 	ahead.Done = 30
 	lag := unitsConfig(allocator.DebtLag, 1)
-	if got := lag.DebtRounds(&ahead, 12, st); got != 0 {
+	if got := lag.JobDebt(&ahead, 12, st); got != 0 {
 		t.Errorf("debt of a job ahead of its reference = %v, want 0", got)
 	}
 }

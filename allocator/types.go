@@ -55,6 +55,13 @@ const (
 	VolumeTotal VolumeTerm = "total"
 	// VolumeRemaining is our option d_j * (W_j - done_j) / theta_j^i.
 	VolumeRemaining VolumeTerm = "remaining"
+	// VolumeRate (our option, ObjectiveUnits only) is the job's
+	// completion rate, -theta_j^i / (W_j - done_j): the fraction of its
+	// remaining work one round on model i does, a benefit (hence
+	// negative). Summed over jobs it is the shortest-remaining-time-first
+	// index, so short jobs get the fast models; the credit, restarts and
+	// parks are then priced in the same unit (Config.terms).
+	VolumeRate VolumeTerm = "rate"
 )
 
 // Weights scale the cost terms: c = JCT*phi_wait + Volume*phi_volume +
@@ -124,6 +131,11 @@ const (
 	// pace: max(0, (t - a_j) - done_j / f_j), how late the job is against
 	// its fair finish time.
 	DebtLate Debt = "late"
+	// DebtFTF is the same shortfall as a fraction of the job's work,
+	// max(0, f_j (t - a_j) - done_j) / W_j: the finish-time fairness the
+	// job has lost so far (a job that ends with it has FTF 1 + it against
+	// the ledger's reference). It has no unit, like VolumeRate.
+	DebtFTF Debt = "ftf"
 )
 
 // DefaultConfig is the paper's objective with our defaults for what the
@@ -184,8 +196,8 @@ type JobDecision struct {
 	Model  string  `json:"model"`
 	Reason Reason  `json:"reason,omitempty"`
 	Rho    float64 `json:"rho"`
-	// Debt is the fairness debt in rounds that the credit multiplies
-	// under ObjectiveUnits (Config.DebtRounds); 0 under the paper's.
+	// Debt is the fairness debt that the credit multiplies under
+	// ObjectiveUnits (Config.JobDebt); 0 under the paper's.
 	Debt float64 `json:"debt,omitempty"`
 	// Chosen is the cost terms on Model (zero when waiting).
 	Chosen Terms `json:"chosen"`

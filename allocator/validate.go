@@ -53,14 +53,14 @@ func (in *Instance) validate(theta []float64) error {
 	if c.TransferGbps == 0 {
 		return &FieldError{"config", "config", "config.transfer_gbps", c.TransferGbps, "must be > 0"}
 	}
-	if c.Volume != VolumeTotal && c.Volume != VolumeRemaining {
-		return &FieldError{"config", "config", "config.volume_term", c.Volume, `must be "total" (the paper) or "remaining"`}
+	if c.Volume != VolumeTotal && c.Volume != VolumeRemaining && (c.Volume != VolumeRate || c.Objective != ObjectiveUnits) {
+		return &FieldError{"config", "config", "config.volume_term", c.Volume, `must be "total" (the paper), "remaining", or "rate" with objective "units"`}
 	}
 	if c.Objective != "" && c.Objective != ObjectivePaper && c.Objective != ObjectiveUnits {
 		return &FieldError{"config", "config", "config.objective", c.Objective, `must be "paper" (the default) or "units"`}
 	}
-	if c.Debt != "" && c.Debt != DebtShortfall && c.Debt != DebtLag && c.Debt != DebtLate {
-		return &FieldError{"config", "config", "config.debt", c.Debt, `must be "lag" (the default), "late" or "shortfall"`}
+	if c.Debt != "" && c.Debt != DebtShortfall && c.Debt != DebtLag && c.Debt != DebtLate && c.Debt != DebtFTF {
+		return &FieldError{"config", "config", "config.debt", c.Debt, `must be "lag" (the default), "late", "ftf" or "shortfall"`}
 	}
 	if c.NodeLimit < 0 {
 		return &FieldError{"config", "config", "config.node_limit", c.NodeLimit, "must be >= 0 (0 = default)"}

@@ -18,6 +18,7 @@ const (
 	FFTUnitsName     = "fft-units"
 	FFTLagName       = "fft-lag"
 	FFTLateName      = "fft-late"
+	FFTRateName      = "fft-rate"
 )
 
 // FFT runs the round engine (allocator.Decide) each round and keeps the
@@ -107,6 +108,18 @@ func NewFFTLag(opt Options) Policy {
 func NewFFTLate(opt Options) Policy {
 	return NewFFTWith(FFTLateName, UnitsConfig(opt, allocator.DebtLate, 1))
 }
+
+// RateConfig is UnitsConfig with the volume term as the job's completion
+// rate (allocator.VolumeRate) and the debt as the finish-time fairness
+// lost so far (allocator.DebtFTF), weighted fairness.
+func RateConfig(opt Options, fairness float64) allocator.Config {
+	c := UnitsConfig(opt, allocator.DebtFTF, fairness)
+	c.Volume = allocator.VolumeRate
+	return c
+}
+
+// NewFFTRate is RateConfig with fairness weight 1.
+func NewFFTRate(opt Options) Policy { return NewFFTWith(FFTRateName, RateConfig(opt, 1)) }
 
 // NewFFTWith builds an FFT policy with any engine configuration.
 func NewFFTWith(name string, cfg allocator.Config) *FFT {
