@@ -384,3 +384,39 @@ func TestUnitsRestartPrices(t *testing.T) {
 		}
 	}
 }
+
+// TestRateRestartPrices: under volume "rate" a restart loses its share s =
+// restart_seconds / R of the round, so a parked job with remaining work
+// rem_p displaces a running one with rem_r only when the round it gets,
+// net of its restart, beats the running job's round plus the restart
+// that job will owe: (1 - s) / rem_p > (1 + s) / rem_r.
+func TestRateRestartPrices(t *testing.T) {
+	for _, tc := range []struct {
+		restart, parkedWork float64
+		wantRunner          string
+	}{
+		{0, 9.99, "parked"},
+		{0, 10.01, "running"},
+		{60, 6.6, "parked"}, // threshold 10 * 0.8 / 1.2 = 6.67
+		{60, 6.7, "running"},
+		{120, 4.2, "parked"}, // threshold 10 * 0.6 / 1.4 = 4.29
+		{120, 4.4, "running"},
+	} {
+		t.Run(fmt.Sprintf("restart %gs parked %g", tc.restart, tc.parkedWork), func(t *testing.T) {
+			cfg := rateConfig(1)
+			cfg.RestartSeconds = tc.restart
+			in := &allocator.Instance{Round: 3, Models: []allocator.Model{{Name: "V100", GPUs: 1}}, Config: cfg,
+				Jobs: []allocator.Job{
+					{ID: "running", GPUs: 1, Work: 10, Throughput: map[string]float64{"V100": 1}, LastModel: "V100", Running: true},
+					{ID: "parked", GPUs: 1, Work: tc.parkedWork, Throughput: map[string]float64{"V100": 1}, LastModel: "V100"},
+				}}
+			d, err := allocator.Decide(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := d.Assignment(); len(got) != 1 || got[tc.wantRunner] != "V100" {
+				t.Fatalf("assignment %v, want %s on V100", got, tc.wantRunner)
+			}
+		})
+	}
+}
