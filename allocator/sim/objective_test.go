@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
@@ -41,5 +42,65 @@ func TestRateBeatsGavelWithRestarts(t *testing.T) {
 			t.Errorf("fft-rate: JCT %.1f h, %d preemptions; %s: %.1f h, %d; want fft-rate lower on both",
 				rate.JCT.Mean/3600, rate.Preemptions, name, s.JCT.Mean/3600, s.Preemptions)
 		}
+	}
+}
+
+// TestRateReplayIsUnitFree is issue 10's replay check on 150 generated
+// jobs with 60 s restarts: the same workload with every other job's work
+// and rates multiplied by 1024 (its work counted in a unit 1024 times
+// smaller) gives every job the same finish time under fft-rate; the
+// paper's fft is not invariant and changes some.
+func TestRateReplayIsUnitFree(t *testing.T) {
+	const restart = 60
+	cl := []ClusterModel{{Name: "v100", GPUs: 6}, {Name: "p100", GPUs: 6}, {Name: "k80", GPUs: 6}}
+	gen := NewGenerator(GenConfig{Rate: 0.3, Seed: 3, MultiGPU: true, Jobs: 150})
+	var plain, scaled []JobSpec
+	for {
+		j, err := gen.Next()
+		if err != nil {
+			break
+		}
+		plain = append(plain, j)
+		if j.Index%2 == 1 {
+			j.Work *= 1024
+			rate := make(map[string]float64, len(j.Rate))
+			for m, r := range j.Rate {
+				rate[m] = r * 1024
+			}
+			j.Rate = rate
+		}
+		scaled = append(scaled, j)
+	}
+	finish := func(name string, jobs []JobSpec) []float64 {
+		pol, err := policy.New(name, policy.Options{RestartSeconds: restart})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lg, err := Run(context.Background(), pol, &SliceSource{Jobs: jobs}, Config{Cluster: cl, RestartSeconds: restart})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, _ := Analyse(lg, nil)
+		out := make([]float64, len(res))
+		for k, r := range res {
+			out[k] = r.Finish
+		}
+		return out
+	}
+	differ := func(name string) int {
+		a, b := finish(name, plain), finish(name, scaled)
+		n := 0
+		for k := range a {
+			if a[k] != b[k] && !(math.IsNaN(a[k]) && math.IsNaN(b[k])) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := differ(policy.FFTRateName); n != 0 {
+		t.Errorf("fft-rate: %d of %d finish times changed with the work unit", n, len(plain))
+	}
+	if n := differ(policy.FFTName); n == 0 {
+		t.Errorf("fft: no finish time changed with the work unit; the check cannot tell")
 	}
 }
