@@ -6,14 +6,18 @@ import (
 	"math"
 
 	"github.com/nomad-fft/nomad-fft/allocator/solver"
+	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
 // Terms computes c_j^i and its parts for job j on model m in round t.
-func (c *Config) Terms(j *Job, m *Model, t int, rho float64) Terms {
-	return c.terms(j, m.Name, j.Throughput[m.Name], t, rho)
+// debt is rho_j under the paper's objective and Config.JobDebt under
+// ObjectiveUnits.
+func (c *Config) Terms(j *Job, m *Model, t int, debt float64) Terms {
+	return c.terms(j, m.Name, j.Throughput[m.Name], t, debt, j.BestThroughput())
 }
 
-func (c *Config) terms(j *Job, model string, theta float64, t int, rho float64) Terms {
+// terms prices one pair; best is theta_j^* (unused by the paper's objective).
+func (c *Config) terms(j *Job, model string, theta float64, t int, debt, best float64) Terms {
 	work := j.Work
 	if c.Volume == VolumeRemaining {
 		work = j.Remaining()
@@ -24,10 +28,88 @@ func (c *Config) terms(j *Job, model string, theta float64, t int, rho float64) 
 		Wait:       c.Weights.JCT * float64(t-j.Arrival) * theta / j.Work,
 		Volume:     c.Weights.Volume * float64(j.GPUs) * work / theta,
 		Switch:     c.Weights.Switch * (c.SwitchPenalty(j, model) + c.PreemptionPenalty(j, model)),
-		Credit:     c.Weights.Fairness * rho * theta,
+	}
+	switch {
+	case c.units() && c.Volume == VolumeRate:
+		c.rateTerms(&tr, j, model, debt, best)
+	case c.units():
+		// GPU-rounds: d_j GPUs held for the debt's rounds, at the speed
+		// of model i relative to the job's fastest.
+		tr.Credit = c.Weights.Fairness * float64(j.GPUs) * debt * (theta / best)
+	default:
+		tr.Credit = c.Weights.Fairness * debt * theta
 	}
 	tr.Cost = tr.Wait + tr.Volume + tr.Switch - tr.Credit
 	return tr
+}
+
+// rateTerms prices VolumeRate: every term is a fraction of the job's
+// remaining work per round. The benefit of a round on model i is
+// b_i = w_vol * theta_i / remaining + w_fair * d_j * debt * theta_i /
+// theta_j^* (the credit per GPU, so a gang competes for its d_j GPUs). A
+// restart this round (a resume, or a move with its checkpoint) loses its
+// share of the round, so it costs that share of b_i; parking a running job
+// costs the share of b on its last model that its later resume will lose
+// (written as a negative price on every model, as PreemptionPenalty does).
+func (c *Config) rateTerms(tr *Terms, j *Job, model string, debt, best float64) {
+	rem := j.Remaining()
+	if !(rem > 0) || !(best > 0) {
+		return
+	}
+	benefit := func(theta float64) float64 {
+		return c.Weights.Volume*theta/rem + c.Weights.Fairness*float64(j.GPUs)*debt*theta/best
+	}
+	tr.Volume = -c.Weights.Volume * tr.Throughput / rem
+	tr.Credit = c.Weights.Fairness * float64(j.GPUs) * debt * tr.Throughput / best
+	d := float64(j.GPUs)
+	lost := math.Min(1, (c.SwitchPenalty(j, model)+math.Max(0, c.PreemptionPenalty(j, model)))/d)
+	sw := lost * benefit(tr.Throughput)
+	if c.PricePreemption && j.Running && j.LastModel != "" {
+		sw -= math.Min(1, c.RestartSeconds/c.RoundSeconds) * benefit(j.Throughput[j.LastModel])
+	}
+	tr.Switch = c.Weights.Switch * sw
+}
+
+// units reports whether the objective is ObjectiveUnits.
+func (c *Config) units() bool { return c.Objective == ObjectiveUnits }
+
+// BestThroughput is theta_j^*, the job's largest positive throughput over
+// every model it declares (0 when none). ObjectiveUnits measures work in
+// rounds on this model: dividing by it is what makes the credit unit-free.
+func (j *Job) BestThroughput() float64 {
+	best := 0.0
+	for _, th := range j.Throughput {
+		best = math.Max(best, th)
+	}
+	return best
+}
+
+// JobDebt is job j's fairness debt in round t under ObjectiveUnits, in
+// rounds or, for DebtFTF, as a fraction (Config.Debt says which): the ledger's rho_j over theta_j^*
+// (DebtShortfall), or the work it is behind its equal-share reference over
+// theta_j^* (DebtLag) or over its fair rate f_j (DebtLate). Each is a ratio
+// of two quantities in the job's work unit, so it does not depend on it.
+// Under the paper's objective it is rho_j, unchanged.
+func (c *Config) JobDebt(j *Job, t int, st fairness.JobState) float64 {
+	if !c.units() {
+		return st.Rho
+	}
+	best := j.BestThroughput()
+	if !(best > 0) {
+		return 0
+	}
+	switch c.Debt {
+	case DebtShortfall:
+		return st.Rho / best
+	case DebtLate:
+		return st.Behind(t, j.Done) / st.FairShare()
+	case DebtFTF:
+		if !(st.Work > 0) {
+			return 0
+		}
+		return st.Behind(t, j.Done) / st.Work
+	}
+	return st.Behind(t, j.Done) / best
 }
 
 // SwitchPenalty is s_j^i in GPU-rounds: 0 when the job stays on its last
@@ -98,7 +180,11 @@ func (in *Instance) Problem() (*solver.Problem, [][]Terms, error) {
 	options := make([][]Terms, n)
 	for k := range in.Jobs {
 		j := &in.Jobs[k]
-		rho := in.Fairness.Rho(j.ID)
+		debt := in.Config.JobDebt(j, in.Round, in.Fairness.Jobs[j.ID])
+		best := 0.0
+		if in.Config.units() {
+			best = j.BestThroughput()
+		}
 		p.Size[k] = j.GPUs
 		row := p.Cost[k*m : (k+1)*m]
 		first := len(slab)
@@ -108,7 +194,7 @@ func (in *Instance) Problem() (*solver.Problem, [][]Terms, error) {
 			if !j.runs(mod, th) {
 				continue
 			}
-			tr := in.Config.terms(j, mod.Name, th, in.Round, rho)
+			tr := in.Config.terms(j, mod.Name, th, in.Round, debt, best)
 			row[i] = tr.Cost
 			slab = append(slab, tr)
 		}
@@ -146,7 +232,11 @@ func Decide(ctx context.Context, in *Instance) (*Decision, error) {
 	m, n := len(in.Models), len(in.Jobs)
 	d := &Decision{Round: in.Round, Jobs: make([]JobDecision, n), Usage: make(map[string]int, m)}
 	for k := range in.Jobs {
-		d.Jobs[k] = JobDecision{ID: in.Jobs[k].ID, Rho: in.Fairness.Rho(in.Jobs[k].ID), Options: options[k]}
+		j := &in.Jobs[k]
+		d.Jobs[k] = JobDecision{ID: j.ID, Rho: in.Fairness.Rho(j.ID), Options: options[k]}
+		if in.Config.units() {
+			d.Jobs[k].Debt = in.Config.JobDebt(j, in.Round, in.Fairness.Jobs[j.ID])
+		}
 	}
 	pack, err := solver.MaxUsage(ctx, p, solver.Options{NodeLimit: in.Config.NodeLimit})
 	if err != nil {

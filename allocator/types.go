@@ -59,6 +59,13 @@ const (
 	VolumeTotal VolumeTerm = "total"
 	// VolumeRemaining is our option d_j * (W_j - done_j) / theta_j^i.
 	VolumeRemaining VolumeTerm = "remaining"
+	// VolumeRate (our option, ObjectiveUnits only) is the job's
+	// completion rate, -theta_j^i / (W_j - done_j): the fraction of its
+	// remaining work one round on model i does, a benefit (hence
+	// negative). Summed over jobs it is the shortest-remaining-time-first
+	// index, so short jobs get the fast models; the credit, restarts and
+	// parks are then priced in the same unit (Config.terms).
+	VolumeRate VolumeTerm = "rate"
 )
 
 // Weights scale the cost terms: c = JCT*phi_wait + Volume*phi_volume +
@@ -88,6 +95,13 @@ type Config struct {
 	PricePreemption bool `json:"price_preemption,omitempty"`
 	// NodeLimit bounds branch and bound; 0 means the solver's default.
 	NodeLimit int `json:"node_limit,omitempty"`
+	// Objective selects the unit of the cost terms: ObjectivePaper ("" or
+	// "paper", Eq. 6 as written) or ObjectiveUnits (our option: every
+	// term in GPU-rounds, so no decision depends on the work unit).
+	Objective Objective `json:"objective,omitempty"`
+	// Debt selects the fairness debt under ObjectiveUnits; ignored under
+	// the paper's objective. "" means DebtLag.
+	Debt Debt `json:"debt,omitempty"`
 }
 
 // WithWorld returns c with the facts of the cluster taken from w: the
@@ -98,6 +112,44 @@ func (c Config) WithWorld(w Config) Config {
 	c.RoundSeconds, c.RestartSeconds, c.TransferGbps = w.RoundSeconds, w.RestartSeconds, w.TransferGbps
 	return c
 }
+
+// Objective names the unit the cost terms are written in.
+type Objective string
+
+const (
+	// ObjectivePaper is Eq. 6 as the paper writes it: the credit
+	// rho_j * theta_j^i is in work units squared, so it depends on the
+	// unit the job declares its work in (fft.md, "Known properties").
+	ObjectivePaper Objective = "paper"
+	// ObjectiveUnits (our option) writes the volume, switching and
+	// credit terms in GPU-rounds: the credit is
+	// w_fair * d_j * D_j * theta_j^i / theta_j^*, with theta_j^* the
+	// job's fastest throughput and D_j the debt in rounds (Config.Debt).
+	// The wait and volume terms are the paper's (both already unit-free).
+	ObjectiveUnits Objective = "units"
+)
+
+// Debt names what the fairness credit under ObjectiveUnits measures.
+type Debt string
+
+const (
+	// DebtShortfall is Eq. 5's rho_j in rounds on the job's fastest
+	// model: rho_j / theta_j^*.
+	DebtShortfall Debt = "shortfall"
+	// DebtLag is the work the job is behind its equal-share reference,
+	// in rounds on its fastest model: max(0, f_j (t - a_j) - done_j) /
+	// theta_j^* (fairness.JobState.Behind).
+	DebtLag Debt = "lag"
+	// DebtLate is the same shortfall in rounds of the reference's own
+	// pace: max(0, (t - a_j) - done_j / f_j), how late the job is against
+	// its fair finish time.
+	DebtLate Debt = "late"
+	// DebtFTF is the same shortfall as a fraction of the job's work,
+	// max(0, f_j (t - a_j) - done_j) / W_j: the finish-time fairness the
+	// job has lost so far (a job that ends with it has FTF 1 + it against
+	// the ledger's reference). It has no unit, like VolumeRate.
+	DebtFTF Debt = "ftf"
+)
 
 // DefaultConfig is the paper's objective with our defaults for what the
 // paper leaves open.
@@ -175,6 +227,9 @@ type JobDecision struct {
 	Model  string  `json:"model"`
 	Reason Reason  `json:"reason,omitzero"`
 	Rho    float64 `json:"rho"`
+	// Debt is the fairness debt that the credit multiplies under
+	// ObjectiveUnits (Config.JobDebt); 0 under the paper's.
+	Debt float64 `json:"debt,omitempty"`
 	// Chosen is the cost terms on Model (zero when waiting).
 	Chosen Terms `json:"chosen"`
 	// Options lists the terms on every model the job may use, in the

@@ -116,8 +116,12 @@ func (c *Config) Validate() error {
 		return bad("config.transfer_gbps", c.TransferGbps, fmt.Sprintf("must be a checkpoint transfer rate in Gbit/s in [%g, %g] (default 10)", MinTransferGbps, MaxTransferGbps))
 	case !inRange(c.RestartSeconds, 0, MaxRestartSeconds):
 		return bad("config.restart_seconds", c.RestartSeconds, fmt.Sprintf("must be a number of seconds in [0, %g] (default 30)", MaxRestartSeconds))
-	case c.Volume != VolumeTotal && c.Volume != VolumeRemaining:
-		return bad("config.volume_term", c.Volume, `must be "total" (the paper) or "remaining"`)
+	case c.Volume != VolumeTotal && c.Volume != VolumeRemaining && (c.Volume != VolumeRate || c.Objective != ObjectiveUnits):
+		return bad("config.volume_term", c.Volume, `must be "total" (the paper), "remaining", or "rate" with objective "units"`)
+	case c.Objective != "" && c.Objective != ObjectivePaper && c.Objective != ObjectiveUnits:
+		return bad("config.objective", c.Objective, `must be "paper" (the default) or "units"`)
+	case c.Debt != "" && c.Debt != DebtShortfall && c.Debt != DebtLag && c.Debt != DebtLate && c.Debt != DebtFTF:
+		return bad("config.debt", c.Debt, `must be "lag" (the default), "late", "ftf" or "shortfall"`)
 	case c.NodeLimit < 0:
 		return bad("config.node_limit", c.NodeLimit, "must be >= 0 (0 = default)")
 	}

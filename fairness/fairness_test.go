@@ -254,3 +254,22 @@ func TestSummarizeAndCDF(t *testing.T) {
 		t.Fatalf("IsolatedRounds = %v, want 12.5 (1/2.5 of a GPU at 2 units per round)", got)
 	}
 }
+
+func TestBehind(t *testing.T) {
+	// Arrival 2, tau 22, work 40: the reference does f = 2 units a round.
+	st := JobState{Arrival: 2, Work: 40, Tau: 22}
+	for _, tc := range []struct {
+		t          int
+		done, want float64
+	}{
+		{2, 0, 0},   // arrival: the reference has done nothing yet
+		{12, 8, 12}, // the reference has done 20
+		{12, 20, 0}, // on the reference
+		{12, 30, 0}, // ahead: no debt, never negative
+		{22, 0, 40}, // the fair finish passed with nothing done
+	} {
+		if got := st.Behind(tc.t, tc.done); got != tc.want {
+			t.Errorf("Behind(%d, %v) = %v, want %v", tc.t, tc.done, got, tc.want)
+		}
+	}
+}

@@ -190,6 +190,16 @@ func (st JobState) Mu(t int) float64 {
 // get from its equal-share reference.
 func (st JobState) FairShare() float64 { return st.Work / st.span() }
 
+// Behind is the work job st is behind its equal-share reference at the
+// start of round t, given the work it has done: max(0, f_j (t - a_j) -
+// done), in the job's work units. It needs no state beyond tau: the
+// reference runs at the current f_j since arrival, so when tau is
+// recomputed the reference is too (as mu_j is in Eq. 5). Our option, used
+// by the round engine's unit-free objective; Eq. 5 does not use it.
+func (st JobState) Behind(t int, done float64) float64 {
+	return math.Max(0, st.FairShare()*float64(t-st.Arrival)-done)
+}
+
 // span is tau - a, floored so a job whose reference finishes within its
 // arrival round does not divide by zero.
 func (st JobState) span() float64 { return math.Max(st.Tau-float64(st.Arrival), minSpan) }

@@ -14,6 +14,10 @@ const (
 	FFTName          = "fft"
 	FFTRemainingName = "fft-remaining"
 	FFTStickyName    = "fft-sticky"
+	FFTUnitsName     = "fft-units"
+	FFTLagName       = "fft-lag"
+	FFTLateName      = "fft-late"
+	FFTRateName      = "fft-rate"
 )
 
 // FFT decides each round with the round engine (allocator.Decide) on the
@@ -56,6 +60,55 @@ func NewFFTSticky(Options) Policy {
 	c.PricePreemption = true
 	return NewFFTWith(FFTStickyName, c)
 }
+
+// UnitsConfig is the engine configuration of the unit-free variants
+// (allocator.ObjectiveUnits) with the given debt and fairness weight:
+// restarts priced at opt.RestartSeconds for a park, a resume and a model
+// change (PricePreemption), the volume term on remaining work and no wait
+// term, so every term is in GPU-rounds.
+func UnitsConfig(opt Options, debt allocator.Debt, fairness float64) allocator.Config {
+	c := allocator.DefaultConfig()
+	c.Objective, c.Debt = allocator.ObjectiveUnits, debt
+	c.Volume = allocator.VolumeRemaining
+	c.Weights.JCT, c.Weights.Fairness = 0, fairness
+	c.PricePreemption, c.RestartSeconds = true, opt.RestartSeconds
+	return c
+}
+
+// NewFFTUnits is the first probe of issue 10: the paper's terms (wait
+// term and total volume included) with Eq. 5's rho counted in rounds on
+// the job's fastest model, weighted 1000, and restarts priced.
+func NewFFTUnits(opt Options) Policy {
+	c := allocator.DefaultConfig()
+	c.Objective, c.Debt = allocator.ObjectiveUnits, allocator.DebtShortfall
+	c.Weights.Fairness = 1000
+	c.PricePreemption, c.RestartSeconds = true, opt.RestartSeconds
+	return NewFFTWith(FFTUnitsName, c)
+}
+
+// NewFFTLag is UnitsConfig with the debt measured as the work behind the
+// equal-share reference (allocator.DebtLag), weight 1.
+func NewFFTLag(opt Options) Policy {
+	return NewFFTWith(FFTLagName, UnitsConfig(opt, allocator.DebtLag, 1))
+}
+
+// NewFFTLate is UnitsConfig with the debt measured as lateness against
+// the fair finish time (allocator.DebtLate), weight 1.
+func NewFFTLate(opt Options) Policy {
+	return NewFFTWith(FFTLateName, UnitsConfig(opt, allocator.DebtLate, 1))
+}
+
+// RateConfig is UnitsConfig with the volume term as the job's completion
+// rate (allocator.VolumeRate) and the debt as the finish-time fairness
+// lost so far (allocator.DebtFTF), weighted fairness.
+func RateConfig(opt Options, fairness float64) allocator.Config {
+	c := UnitsConfig(opt, allocator.DebtFTF, fairness)
+	c.Volume = allocator.VolumeRate
+	return c
+}
+
+// NewFFTRate is RateConfig with fairness weight 1.
+func NewFFTRate(opt Options) Policy { return NewFFTWith(FFTRateName, RateConfig(opt, 1)) }
 
 // NewFFTWith builds an FFT policy with any engine configuration. The
 // facts of the cluster (round length, restart time, transfer bandwidth)

@@ -285,3 +285,26 @@ func TestEveryPolicyDescribed(t *testing.T) {
 		}
 	}
 }
+
+// TestFFTRestartSeconds: the unit-free configurations price restarts at
+// the cost the runtime says it charges; the paper's fft ignores it and
+// keeps the engine's default, so its decisions stay as they were.
+func TestFFTRestartSeconds(t *testing.T) {
+	opt := Options{RestartSeconds: 60}
+	if got := NewFFT(opt).(*FFT).cfg; got != allocator.DefaultConfig() {
+		t.Errorf("fft config %+v, want the paper's %+v", got, allocator.DefaultConfig())
+	}
+	for _, name := range []string{FFTRateName, FFTUnitsName, FFTLagName, FFTLateName, "fft-rate-w0.25", "fft-rate-w4"} {
+		p, err := New(name, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := p.(*FFT).cfg
+		if c.RestartSeconds != 60 || !c.PricePreemption || c.Objective != allocator.ObjectiveUnits || p.Name() != name {
+			t.Errorf("%s: config %+v, want objective units with restarts priced at 60 s", name, c)
+		}
+	}
+	if c := NewFFTRate(opt).(*FFT).cfg; c.Volume != allocator.VolumeRate || c.Debt != allocator.DebtFTF || c.Weights.Fairness != 1 || c.Weights.JCT != 0 {
+		t.Errorf("fft-rate config %+v", c)
+	}
+}

@@ -10,6 +10,12 @@ import (
 type Options struct {
 	// Seed drives any random tie-break, so a run can be replayed.
 	Seed int64
+	// RestartSeconds is the time a job loses when it resumes or changes
+	// model, as the runtime charges it (the simulator's -restart-seconds,
+	// an operator's measured value on a live cluster). The unit-free FFT
+	// configurations price restarts with it; the paper's "fft" keeps the
+	// engine's default, so it stays as it was.
+	RestartSeconds float64
 }
 
 // Factory builds a fresh policy instance; each run gets its own.
@@ -33,6 +39,13 @@ var Builtin = map[string]Factory{
 	FFTName:          NewFFT,
 	FFTRemainingName: NewFFTRemaining,
 	FFTStickyName:    NewFFTSticky,
+	FFTUnitsName:     NewFFTUnits,
+	FFTLagName:       NewFFTLag,
+	FFTLateName:      NewFFTLate,
+	FFTRateName:      NewFFTRate,
+	"fft-rate-w0.25": func(o Options) Policy { return NewFFTWith("fft-rate-w0.25", RateConfig(o, 0.25)) },
+	"fft-rate-w4":    func(o Options) Policy { return NewFFTWith("fft-rate-w4", RateConfig(o, 4)) },
+	"fft-rate-w16":   func(o Options) Policy { return NewFFTWith("fft-rate-w16", RateConfig(o, 16)) },
 }
 
 // DefaultName is the policy the allocator and `fftctl dev` run unless told

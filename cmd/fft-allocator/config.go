@@ -59,6 +59,8 @@ type consulBlock struct {
 type engineBlock struct {
 	Weights         *weightsBlock `hcl:"weights,block"`
 	VolumeTerm      *string       `hcl:"volume_term,optional"`
+	Objective       *string       `hcl:"objective,optional"`
+	Debt            *string       `hcl:"debt,optional"`
 	TransferGbps    *float64      `hcl:"transfer_gbps,optional"`
 	RestartSeconds  *float64      `hcl:"restart_seconds,optional"`
 	PricePreemption *bool         `hcl:"price_preemption,optional"`
@@ -205,11 +207,8 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 		if err := num("restart_seconds", &eng.RestartSeconds, e.RestartSeconds, 0, allocator.MaxRestartSeconds, "a restart time in seconds (default 30)"); err != nil {
 			return eng, err
 		}
-		if v := e.VolumeTerm; v != nil {
-			if t := allocator.VolumeTerm(*v); t != allocator.VolumeTotal && t != allocator.VolumeRemaining {
-				return eng, fmt.Errorf("%s: engine volume_term = %q: expected \"total\" (the paper) or \"remaining\"", path, *v)
-			}
-			eng.Volume = allocator.VolumeTerm(*v)
+		if err := engineObjective(path, &eng, e); err != nil {
+			return eng, err
 		}
 		if v := e.PricePreemption; v != nil {
 			eng.PricePreemption = *v
@@ -225,4 +224,33 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 		}
 	}
 	return eng, nil
+}
+
+// engineObjective copies the engine block's objective, debt and volume_term
+// into eng, checking each and that "rate" comes with objective "units".
+func engineObjective(path string, eng *allocator.Config, e *engineBlock) error {
+	if v := e.Objective; v != nil {
+		if o := allocator.Objective(*v); o != allocator.ObjectivePaper && o != allocator.ObjectiveUnits {
+			return fmt.Errorf("%s: engine objective = %q: expected \"paper\" (the default) or \"units\"", path, *v)
+		}
+		eng.Objective = allocator.Objective(*v)
+	}
+	if v := e.Debt; v != nil {
+		switch allocator.Debt(*v) {
+		case allocator.DebtLag, allocator.DebtLate, allocator.DebtFTF, allocator.DebtShortfall:
+			eng.Debt = allocator.Debt(*v)
+		default:
+			return fmt.Errorf("%s: engine debt = %q: expected \"lag\", \"late\", \"ftf\" or \"shortfall\"", path, *v)
+		}
+	}
+	if v := e.VolumeTerm; v != nil {
+		switch t := allocator.VolumeTerm(*v); {
+		case t == allocator.VolumeTotal, t == allocator.VolumeRemaining:
+		case t == allocator.VolumeRate && eng.Objective == allocator.ObjectiveUnits:
+		default:
+			return fmt.Errorf("%s: engine volume_term = %q: expected \"total\" (the paper), \"remaining\", or \"rate\" with objective = \"units\"", path, *v)
+		}
+		eng.Volume = allocator.VolumeTerm(*v)
+	}
+	return nil
 }

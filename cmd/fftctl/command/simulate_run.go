@@ -138,7 +138,7 @@ func runAll(ctx context.Context, o *simulateOptions, keys []runKey, trace *workl
 
 // runOne simulates one policy on one rate and seed's workload.
 func runOne(ctx context.Context, o *simulateOptions, k runKey, trace *workload.Trace, prog *simProgress) *runOut {
-	pol, err := policy.New(k.policy, policy.Options{Seed: int64(k.seed)})
+	pol, err := policy.New(k.policy, policy.Options{Seed: int64(k.seed), RestartSeconds: o.restartSeconds})
 	if err != nil {
 		return &runOut{err: err}
 	}
