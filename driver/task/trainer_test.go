@@ -24,9 +24,10 @@ func TestMain(m *testing.M) {
 
 // fakeTrainer does one work unit every 1/rate seconds, paced to an absolute schedule so that
 // its true rate is exactly rate after warm-up (sleep overshoot does not accumulate), and
-// appends a progress line every `every` units to FFT_PROGRESS_FILE. On the checkpoint
-// signal it writes a checkpoint of `bytes` bytes (taking ckpt-time) and its marker; on
-// SIGINT or SIGTERM it does the same and exits 0. It resumes from the marker's step.
+// appends a progress line every `every` units to FFT_PROGRESS_FILE, and one for the last unit
+// when it ends after total. On the checkpoint signal it writes a checkpoint of `bytes` bytes
+// (taking ckpt-time) and its marker; on SIGINT or SIGTERM it does the same and exits 0. It
+// resumes from the marker's step.
 func fakeTrainer(args []string) int {
 	fs := flag.NewFlagSet("fake-trainer", flag.ContinueOnError)
 	rate := fs.Float64("rate", 100, "work units per second after warm-up")
@@ -80,6 +81,13 @@ func fakeTrainer(args []string) int {
 		_ = os.WriteFile(tmp, b, 0o644)
 		_ = os.Rename(tmp, os.Getenv(EnvCheckpointMarker))
 	}
+	writeProgress := func() {
+		if *stdout {
+			fmt.Printf("epoch 0 step %d loss 0.1\n", done)
+			return
+		}
+		fmt.Fprintf(progress, "{\"t\": %.6f, \"done\": %d, \"phase\": \"train\"}\n", float64(time.Now().UnixNano())/1e9, done)
+	}
 	time.Sleep(*restart)
 	next := time.Now()
 	for i := 0; *total == 0 || i < *total; i++ {
@@ -97,11 +105,14 @@ func fakeTrainer(args []string) int {
 		case <-time.After(time.Until(next)):
 		}
 		done++
-		if done%*every == 0 && *stdout {
-			fmt.Printf("epoch 0 step %d loss 0.1\n", done)
-		} else if done%*every == 0 {
-			fmt.Fprintf(progress, "{\"t\": %.6f, \"done\": %d, \"phase\": \"train\"}\n", float64(time.Now().UnixNano())/1e9, done)
+		if done%*every == 0 {
+			writeProgress()
 		}
+	}
+	// Done with total: the last step is reported even off the `every` grid, as a trainer's
+	// final log line does (a run resumed from step 23 ends at 53, not at the line for 50).
+	if done%*every != 0 {
+		writeProgress()
 	}
 	return 0
 }
