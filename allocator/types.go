@@ -32,6 +32,9 @@ type Job struct {
 	MemoryGB float64 `json:"memory_gb,omitempty"`
 	// StateGB is the checkpoint size moved when the job changes model.
 	StateGB float64 `json:"state_gb,omitempty"`
+	// RestartSeconds is the job's own restart time, as its task driver
+	// measured it (start to first progress); 0 means Config.RestartSeconds.
+	RestartSeconds float64 `json:"restart_seconds,omitempty"`
 	// LastModel is the model the job last ran on, "" if it never ran.
 	LastModel string `json:"last_model,omitempty"`
 	// Running is true when the job ran last round (on LastModel) and holds

@@ -184,6 +184,8 @@ func (j *Job) validate(round int, models []Model, index map[string]int, row []fl
 		return bad("memory_gb", j.MemoryGB, fmt.Sprintf("must be a finite number in [0, %g] (0 = no need declared)", MaxMemoryGB))
 	case !inRange(j.StateGB, 0, MaxStateGB):
 		return bad("state_gb", j.StateGB, fmt.Sprintf("must be a finite number in [0, %g] (checkpoint size in GB)", MaxStateGB))
+	case !inRange(j.RestartSeconds, 0, MaxRestartSeconds):
+		return bad("restart_seconds", j.RestartSeconds, fmt.Sprintf("must be a number of seconds in [0, %g] (0 = the config's)", MaxRestartSeconds))
 	case j.Arrival < 0 || j.Arrival > round:
 		return bad("arrival", j.Arrival, fmt.Sprintf("must be a round in [0, %d] (the current round)", round))
 	case j.LastModel != "" && !known(index, j.LastModel):

@@ -12,6 +12,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/report"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
@@ -30,6 +31,8 @@ type inputs struct {
 	weighted  bool
 	shares    *TenantShares
 	rates     *rates
+	// reports are the task drivers' measurements, by job ID (nil: none).
+	reports map[string]report.Report
 }
 
 // problem is a round's input as the engine takes it, plus the bookkeeping
@@ -48,6 +51,8 @@ type problem struct {
 	// holds the jobs they keep off the GPUs this round.
 	overrides map[string]Override
 	parked    []string
+	// prices are how each job's restarts were priced (measured.go).
+	prices map[string]RestartPrice
 	// tenants are the tenants' shares this round (with TenantShares), and
 	// tenantOf each active job's tenant.
 	tenants  []TenantAudit
@@ -84,7 +89,7 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 	progress, overrides, cfg, weighted := in.progress, in.overrides, in.cfg, in.weighted
 	rt := in.rates
 	pr := &problem{records: make(map[string]JobRecord, len(snap.Jobs)), noFit: map[string]string{}, weighted: weighted, overrides: overrides,
-		rates: rt, learning: map[string]int{}}
+		rates: rt, learning: map[string]int{}, prices: map[string]RestartPrice{}}
 	tenants := map[string]string{}
 	capacity := make(map[string]int, len(snap.Models))
 	for _, m := range snap.Models {
@@ -194,6 +199,7 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 			// now stops it (priced with Config.PricePreemption).
 			Running: last != "" && rec.Status == StatusRunning && len(j.Allocs) > 0,
 		})
+		pr.prices[j.ID] = measure(&jobs[len(jobs)-1], in.reports[j.ID], cfg)
 	}
 	if in.shares != nil {
 		pr.tenants, pr.tenantOf = in.shares.weigh(active, tenants), tenants

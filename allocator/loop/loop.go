@@ -184,6 +184,7 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 		ph.log.Warn("job rejected: bad fft. meta; left untouched", "job", inv.ID, "error", inv.Err)
 	}
 	progress := l.progress(ctx, ph.log)
+	reports := l.reports(ctx, ph.log)
 	overrides, err := l.overrides(ctx)
 	if err != nil {
 		// Without them a round could start a job an operator parked.
@@ -200,7 +201,8 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 		settled := settle(prev.Jobs, kept)
 		rt := l.prof.prepare(t, snap, settled, progress, elapsedSeconds(prev.Start, start), l.opts.cfg.RoundSeconds, ph.log)
 		pr = buildProblem(fairRound(clock), snap, settled,
-			inputs{progress: progress, overrides: overrides, cfg: l.opts.cfg, weighted: l.opts.weighted, shares: l.opts.shares, rates: rt})
+			inputs{progress: progress, overrides: overrides, cfg: l.opts.cfg, weighted: l.opts.weighted, shares: l.opts.shares, rates: rt,
+				reports: reports})
 		pr.snapshot = pr.policySnapshot(clock, l.opts.cfg.RoundSeconds)
 		return nil
 	})
@@ -446,6 +448,9 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 		}
 		line.setReason(jd.Reason)
 		line.Tenant = pr.tenantOf[jd.ID]
+		if p, ok := pr.prices[jd.ID]; ok && (p.SecondsSource == SourceMeasured || p.CheckpointSource == SourceMeasured) {
+			line.Restart = &p
+		}
 		if o, ok := pr.overrides[jd.ID]; ok {
 			line.Override = o.String()
 		}

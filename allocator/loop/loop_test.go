@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/report"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
@@ -491,5 +492,58 @@ func TestTenantShares(t *testing.T) {
 	}
 	if err := (&TenantShares{By: TenantByUser, Shares: map[string]float64{"a": -1}}).Validate(); err == nil {
 		t.Error("a negative share accepted")
+	}
+}
+
+// A job's measured restart time and checkpoint size (its task driver's report) replace the
+// configured restart_seconds and its declared fft.state_size in its prices, and the audit
+// line says so; a job that reported nothing is priced as configured.
+func TestMeasuredRestartPrices(t *testing.T) {
+	fc := &Harness{Models: []allocator.Model{{Name: a100, GPUs: 2}, {Name: v100, GPUs: 2}}, Jobs: map[string]*Job{
+		"default/m": Ptr(NewJob("m").GPUs(2).TP(a100, 4).TP(v100, 1).Running(a100).Obj()),
+		"default/c": Ptr(NewJob("c").GPUs(2).TP(a100, 4).TP(v100, 1).Running(v100).Obj()),
+	}}
+	st := NewMemStore(false)
+	ctx := context.Background()
+	// m ran on the A100 before (its ledger says so), c on the V100.
+	st.Replace(Ledger{Round: 3, Clock: 3, Jobs: map[string]JobRecord{
+		"default/m": {Status: StatusRunning, LastModel: a100}, "default/c": {Status: StatusRunning, LastModel: v100}}})
+	secs, bytes := 90.0, 4e9
+	if err := st.StoreReport(ctx, "default/m", report.Report{Done: 1, RestartSeconds: &secs, CheckpointBytes: &bytes}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := allocator.DefaultConfig()
+	rec, err := New(fc, fc, st, WithConfig(cfg)).RunRound(ctx, TriggerManual, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switchOn := func(l JobAudit, model string) float64 {
+		for _, o := range l.Options {
+			if o.Model == model {
+				return o.Switch
+			}
+		}
+		t.Fatalf("%s has no option on %s", l.ID, model)
+		return 0
+	}
+	for _, l := range rec.Jobs {
+		switch l.ID {
+		case "default/m":
+			want := &RestartPrice{Seconds: 90, SecondsSource: SourceMeasured, CheckpointGB: 4, CheckpointSource: SourceMeasured}
+			if d := cmp.Diff(want, l.Restart); d != "" {
+				t.Errorf("m's restart price (-want,+got):\n%s", d)
+			}
+			// A move to the V100: d * (90 s + 4 GB * 8 / 10 Gbit/s) / 300 s.
+			if got, want := switchOn(l, v100), 2*(90+3.2)/300; math.Abs(got-want) > 1e-12 {
+				t.Errorf("m's switching penalty %g, want %g from the measured values", got, want)
+			}
+		case "default/c":
+			if l.Restart != nil {
+				t.Errorf("c reported nothing but its line says %+v", l.Restart)
+			}
+			if got, want := switchOn(l, a100), 2*30.0/300; math.Abs(got-want) > 1e-12 {
+				t.Errorf("c's switching penalty %g, want %g from the configured 30 s", got, want)
+			}
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+
+	"github.com/nomad-fft/nomad-fft/allocator/report"
 )
 
 // MemStore is a Store in memory, with the same check-and-set rule as the
@@ -17,6 +19,7 @@ type MemStore struct {
 	keep    bool
 	reports map[string]float64
 	over    map[string]Override
+	full    map[string]report.Report
 	// Err, when set, fails every Record and ReportProgress (a store that is down).
 	Err error
 }
@@ -27,12 +30,14 @@ var (
 	_ ProgressReporter = (*MemStore)(nil)
 	_ OverrideReader   = (*MemStore)(nil)
 	_ OverrideWriter   = (*MemStore)(nil)
+	_ ReportStorer     = (*MemStore)(nil)
+	_ ReportReader     = (*MemStore)(nil)
 )
 
 // NewMemStore returns an empty store; with keepRecords it keeps every round
 // record (Records), else only the ledger.
 func NewMemStore(keepRecords bool) *MemStore {
-	return &MemStore{keep: keepRecords, reports: map[string]float64{}, over: map[string]Override{}}
+	return &MemStore{keep: keepRecords, reports: map[string]float64{}, over: map[string]Override{}, full: map[string]report.Report{}}
 }
 
 // Load returns a copy of the stored ledger.
@@ -131,4 +136,22 @@ func (m *MemStore) LiftOverride(_ context.Context, id string) error {
 	defer m.mu.Unlock()
 	delete(m.over, id)
 	return nil
+}
+
+// StoreReport stores job id's full report (and its work done).
+func (m *MemStore) StoreReport(_ context.Context, id string, r report.Report) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.Err != nil {
+		return m.Err
+	}
+	m.full[id], m.reports[id] = r, r.Done
+	return nil
+}
+
+// Reports returns the full reports stored so far.
+func (m *MemStore) Reports(context.Context) (map[string]report.Report, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.full), nil
 }

@@ -186,6 +186,10 @@ type JobAudit struct {
 	Weight float64 `json:"weight,omitempty"`
 	// GPUs is the job's gang size d_j (0 for a job held as no-fit).
 	GPUs int `json:"gpus,omitempty"`
+	// Restart is how the job's restarts were priced when its task driver
+	// measured its restart time or checkpoint size (absent: the configured
+	// restart_seconds and the declared fft.state_size).
+	Restart *RestartPrice `json:"restart,omitempty"`
 	// Tenant is the job's tenant when tenant shares are on.
 	Tenant string `json:"tenant,omitempty"`
 	// Override is the operator's decision in force for the job, if any

@@ -127,6 +127,9 @@ type explanation struct {
 	// park or pin in force (fftctl park, pin).
 	ReasonCode allocator.ReasonCode `json:"reason_code,omitempty"`
 	Override   string               `json:"override,omitempty"`
+	// Restart is how the job's restarts were priced when its task driver
+	// measured them.
+	Restart *loop.RestartPrice `json:"restart,omitempty"`
 	GPUs       int                  `json:"gpus,omitempty"`
 	RhoBefore  float64              `json:"rho_before"`
 	RhoAfter   float64              `json:"rho_after"`
@@ -151,7 +154,7 @@ func explainJob(rec *loop.RoundRecord, id string) explanation {
 	}
 	if ja := jobLine(rec, id); ja != nil {
 		e.Action, e.Model, e.Reason, e.GPUs = ja.Action, ja.Model, ja.Reason, ja.GPUs
-		e.ReasonCode, e.Override = ja.ReasonCode, ja.Override
+		e.ReasonCode, e.Override, e.Restart = ja.ReasonCode, ja.Override, ja.Restart
 		e.RhoBefore, e.RhoAfter = ja.RhoBefore, ja.RhoAfter
 		e.Options = append(e.Options, ja.Options...)
 		e.Throughput, e.Learn, e.Mismatches = ja.Throughput, ja.Learn, ja.Mismatches
@@ -180,6 +183,10 @@ func formatExplain(e explanation) string {
 		fmt.Fprintf(&b, "Decision   = runs on %s (%s)\n", e.Model, e.Action)
 	default:
 		fmt.Fprintf(&b, "Decision   = not scheduled (%s): %s\n", e.Action, orDash(e.Reason))
+	}
+	if r := e.Restart; r != nil {
+		fmt.Fprintf(&b, "Restart    = %.4g s (%s), checkpoint %.4g GB (%s): the prices of a park, resume or move\n",
+			r.Seconds, r.SecondsSource, r.CheckpointGB, r.CheckpointSource)
 	}
 	if e.Override != "" {
 		fmt.Fprintf(&b, "Override   = %s (fftctl resume lifts it)\n", e.Override)
