@@ -129,10 +129,10 @@ type explanation struct {
 	Override   string               `json:"override,omitempty"`
 	// Restart is how the job's restarts were priced when its task driver
 	// measured them.
-	Restart *loop.RestartPrice `json:"restart,omitempty"`
-	GPUs       int                  `json:"gpus,omitempty"`
-	RhoBefore  float64              `json:"rho_before"`
-	RhoAfter   float64              `json:"rho_after"`
+	Restart   *loop.RestartPrice `json:"restart,omitempty"`
+	GPUs      int                `json:"gpus,omitempty"`
+	RhoBefore float64            `json:"rho_before"`
+	RhoAfter  float64            `json:"rho_after"`
 	// Options are the cost terms on every model the job may use, cheapest
 	// first.
 	Options []allocator.Terms `json:"options"`
