@@ -58,7 +58,8 @@ Simulate Options:
   -skip-bad            Skip bad trace entries with a counted warning instead of failing.
   -big-jobs=<rule>     Jobs with more GPUs than the throughput table: reject, skip or extrapolate (default reject).
   -round-seconds=<s>   Round length for every policy (default: each policy's own; Gavel's 360, FFT's 300).
-  -restart-seconds=<s> Time lost when a job changes model or resumes (default 0, as Gavel's simulator).
+  -restart-seconds=<s> Time lost when a job changes model or resumes (default 0, as Gavel's simulator);
+                       the policies are told it, and fft-rate and the other unit-free FFTs price it.
   -reference=<policy>  Run this policy too, as the denominator of Gavel's FTF (default gavel-isolated; "none" skips).
   -out=<dir>           Output directory (default out/simulate).
   -plots=<bool>        Draw plots (default true).
