@@ -49,8 +49,10 @@ var Builtin = map[string]Factory{
 }
 
 // DefaultName is the policy the allocator and `fftctl dev` run unless told
-// otherwise.
-const DefaultName = FFTName
+// otherwise: the best-evaluated configuration (allocator/sim/HEADLINE.md),
+// the unit-free objective with restarts priced. The paper's FFT is one
+// setting away (-policy fft).
+const DefaultName = FFTRateName
 
 // Names lists the registry's names, sorted.
 func Names() []string {
