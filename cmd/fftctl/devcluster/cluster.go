@@ -54,7 +54,8 @@ type Cluster struct {
 	cfg Config
 	// NomadAddr is the Nomad server's HTTP API (http://127.0.0.1:port),
 	// ConsulAddr Consul's (127.0.0.1:port, as CONSUL_HTTP_ADDR takes it),
-	// and AllocatorAddr the allocator's status endpoint, once started.
+	// and AllocatorAddr the allocator's HTTP API once started: a proxy to
+	// the leading replica (see StartAllocator).
 	NomadAddr, ConsulAddr, AllocatorAddr string
 	// allocatorPort is chosen before the clients start, whose task driver
 	// reports there: the allocator proxy's port (see StartAllocator).
