@@ -56,9 +56,11 @@ func consulArgs(dir string, p agentrun.ConsulPorts) []string {
 }
 
 // consulClientArgs are the arguments of an allocator host's Consul client
-// agent, named fft-dev-<name>, that joins the dev agent at join.
+// agent, named fft-dev-<name>, that joins the dev agent at join. It skips
+// the graceful leave on SIGINT (seconds per agent): the whole cluster stops.
 func consulClientArgs(dir, name string, p agentrun.ConsulPorts, join string) []string {
-	return agentrun.ConsulClientArgs(filepath.Join(dir, "consul-"+name), "fft-dev-"+name, p, join)
+	return append(agentrun.ConsulClientArgs(filepath.Join(dir, "consul-"+name), "fft-dev-"+name, p, join),
+		"-hcl", "skip_leave_on_interrupt = true")
 }
 
 // nomadAgent is what a dev agent's configuration says about who and where it
