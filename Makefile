@@ -17,8 +17,9 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 ## dev: the main job. `fftctl dev`: a local Consul agent, a Nomad server,
-## three Nomad clients with different fake GPU models, the fft-allocator and
-## a sample workload; it prints every round until Ctrl-C. The first run
+## three Nomad clients with different fake GPU models, the fft-allocator as
+## a Nomad job (jobspecs/fft-allocator.nomad.hcl) on two more clients, and a
+## sample workload; it prints every round until Ctrl-C. The first run
 ## builds the pinned Nomad and Consul agents into .cache (about 16 minutes on
 ## 2 cores); later runs start in seconds.
 dev: build

@@ -12,6 +12,7 @@ const Train = "fft-train.nomad.hcl"
 
 // Allocator runs fft-allocator itself as a Nomad service job, fft-allocator.nomad.hcl.
 const Allocator = "fft-allocator.nomad.hcl"
+
 // TrainDriver is the training job on the nomad-fft task driver, fft-train-driver.nomad.hcl:
 // fftctl dev's sample workload.
 const TrainDriver = "fft-train-driver.nomad.hcl"

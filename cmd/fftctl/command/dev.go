@@ -41,11 +41,16 @@ func (c *DevCommand) Help() string {
 Starts a local cluster on 127.0.0.1: a Consul dev agent, a Nomad server,
 three Nomad clients (node pool "gpu") whose nomad-device-fft plugin presents
 fake GPUs of a different model each (2 x NVIDIA H100 80GB HBM3,
-2 x NVIDIA A100-SXM4-40GB, 4 x Tesla V100-SXM2-16GB), the fft-allocator,
-and a sample workload of five training jobs from
+2 x NVIDIA A100-SXM4-40GB, 4 x Tesla V100-SXM2-16GB), two more clients
+(node pool "default", a Consul client agent each) for the fft-allocator,
+which runs as the Nomad job jobspecs/fft-allocator.nomad.hcl (two
+replicas, one leading, registered in Consul with a health check; its
+tokens in the Nomad Variable nomad/jobs/fft-allocator), and a sample
+workload of five training jobs from
 jobspecs/fft-train-driver.nomad.hcl, submitted held as "fftctl run" does.
 They run on the clients' fft task driver (nomad-driver-fft), which reports
-their progress, throughput and checkpoints to the allocator; a preempted
+their progress, throughput and checkpoints to the allocator (through a
+proxy in fftctl to the leading replica); a preempted
 job resumes from its checkpoint, on any client. Then
 it prints every round as the allocator records it, until Ctrl-C (or
 -rounds), and stops everything it started.
