@@ -318,6 +318,34 @@ func followRounds(ctx context.Context, s *consulstore.Store, each func(*loop.Rou
 	}
 }
 
+// changeWhy says why a change was worth its restart, from the cost terms
+// the round recorded (policies without them record none): the round's
+// optimum took the start or the move at this cost, its restart priced in;
+// a park gives the GPUs to jobs whose costs are lower. It is "" without
+// terms.
+func changeWhy(ja loop.JobAudit) string {
+	if ja.Model != "" {
+		c := ja.Chosen
+		if c.Model == "" {
+			return ""
+		}
+		return fmt.Sprintf(": cost %.3g with its restart priced in (%.3g)", c.Cost, c.Switch)
+	}
+	if ja.ReasonCode == loop.CodeParkedByOperator {
+		return ": parked by an operator"
+	}
+	if len(ja.Options) == 0 {
+		return ""
+	}
+	best := ja.Options[0]
+	for _, o := range ja.Options[1:] {
+		if o.Cost < best.Cost {
+			best = o
+		}
+	}
+	return fmt.Sprintf(": its best option (%s) costs %.3g; the GPUs went to jobs that cost less", best.Model, best.Cost)
+}
+
 // formatRound renders one round record as a short block: what ran, the
 // GPUs busy per model, and each change the round made. It is pure.
 func formatRound(rec *loop.RoundRecord, loc *time.Location) string {
@@ -338,9 +366,9 @@ func formatRound(rec *loop.RoundRecord, loc *time.Location) string {
 		}
 		switch ja.Action {
 		case loop.ActionStart, loop.ActionMigrate:
-			changes = append(changes, fmt.Sprintf("    %-8s %s on %s", ja.Action, shortID(ja.ID), ja.Model))
+			changes = append(changes, fmt.Sprintf("    %-8s %s on %s%s", ja.Action, shortID(ja.ID), ja.Model, changeWhy(ja)))
 		case loop.ActionPark:
-			changes = append(changes, fmt.Sprintf("    %-8s %s", ja.Action, shortID(ja.ID)))
+			changes = append(changes, fmt.Sprintf("    %-8s %s%s", ja.Action, shortID(ja.ID), changeWhy(ja)))
 		}
 	}
 	busy, total := 0, 0

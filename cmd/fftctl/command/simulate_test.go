@@ -82,7 +82,7 @@ func TestSimulateUsage(t *testing.T) {
 		want string
 	}{
 		{"help", []string{"-h"}, 0, "Simulate Options:"},
-		{"list", []string{"-list"}, 0, "fft (default)"},
+		{"list", []string{"-list"}, 0, policy.DefaultName + " (default)"},
 		{"unknown flag", []string{"-nope"}, 1, "-nope"},
 		{"unknown policy", []string{"-policies", "nope"}, 1, `-policies: unknown policy "nope"`},
 		{"bad cluster", []string{"-cluster", "v100"}, 1, "not model=gpus"},

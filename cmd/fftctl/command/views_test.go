@@ -192,6 +192,8 @@ func TestFormatRound(t *testing.T) {
 		"Round 3 at 10:00:00: 2 running, 2 waiting, 1 fit no model, 1 rejected (bad fft. meta); 4 of 6 GPUs busy",
 		"GPUs: " + a100 + " 2/2, " + v100 + " 2/4",
 		"start    a on " + a100, "migrate  team/b on " + v100, "park     c",
+		// Why each change was worth it, from the recorded terms.
+		"start    a on " + a100 + ": cost 5 with its restart priced in (0)", "park     c: its best option (" + a100 + ") costs 20",
 	} {
 		if !strings.Contains(got, w) {
 			t.Errorf("round block lacks %q:\n%s", w, got)
