@@ -32,6 +32,14 @@ type Cluster struct {
 	API    *api.Client
 	// NodeIDs maps client name to node ID.
 	NodeIDs map[string]string
+	// Clients maps client name to its agent.
+	Clients map[string]*Agent
+}
+
+// ClusterOptions are settings of a cluster beyond its clients.
+type ClusterOptions struct {
+	// ServerExtra is more HCL inside the server's server block.
+	ServerExtra string
 }
 
 // StartCluster starts a Nomad server and one client per FakeGPUClient under root, each
@@ -39,6 +47,12 @@ type Cluster struct {
 // node pool, and waits until every client is ready with its devices. Everything stops when the
 // test ends.
 func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cluster {
+	t.Helper()
+	return StartClusterWith(t, nomad, root, clients, ClusterOptions{})
+}
+
+// StartClusterWith is StartCluster with options.
+func StartClusterWith(t testing.TB, nomad, root string, clients []FakeGPUClient, opts ClusterOptions) *Cluster {
 	t.Helper()
 	pluginDir := PluginDir(t)
 	ports := FreePorts(t, 3*(1+len(clients)))
@@ -51,8 +65,8 @@ func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cl
 	}
 
 	sp := at(0)
-	server := StartAgent(t, nomad, "server", root, sp, agentrun.NomadServerConfig(agent("fft-e2e-server", sp)))
-	c := &Cluster{Server: server, API: server.Client(t), NodeIDs: map[string]string{}}
+	server := StartAgent(t, nomad, "server", root, sp, agentrun.NomadServerConfigWith(agent("fft-e2e-server", sp), opts.ServerExtra))
+	c := &Cluster{Server: server, API: server.Client(t), NodeIDs: map[string]string{}, Clients: map[string]*Agent{}}
 	Eventually(t, 60*time.Second, 250*time.Millisecond, "server elects itself", func() error {
 		if server.Exited() {
 			t.Fatalf("the Nomad server exited")
@@ -67,14 +81,15 @@ func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cl
 	var agents []*Agent
 	for i, fc := range clients {
 		p := at(i + 1)
-		agents = append(agents, StartAgent(t, nomad, fc.Name, root, p, agentrun.NomadClientConfig(agentrun.NomadClient{
+		c.Clients[fc.Name] = StartAgent(t, nomad, fc.Name, root, p, agentrun.NomadClientConfig(agentrun.NomadClient{
 			NomadAgent:   agent("fft-e2e-"+fc.Name, p),
 			Server:       server.RPCAddr,
 			NodePool:     fc.NodePool,
 			CgroupParent: "fft-e2e-" + fc.Name,
 			PluginDir:    pluginDir,
 			GPU:          agentrun.FakeGPU{Model: fc.Model, Count: fc.Count, Extra: fc.Extra},
-		})))
+		}))
+		agents = append(agents, c.Clients[fc.Name])
 	}
 
 	Eventually(t, 120*time.Second, 500*time.Millisecond, "clients ready with devices", func() error {
