@@ -19,6 +19,7 @@ import (
 
 var (
 	_ loop.Store            = (*Store)(nil)
+	_ loop.Claimer          = (*Store)(nil)
 	_ loop.ProgressReader   = (*Store)(nil)
 	_ loop.ProgressReporter = (*Store)(nil)
 )
@@ -133,19 +134,65 @@ func (s *Store) Load(ctx context.Context) (*loop.Ledger, error) {
 	return l, nil
 }
 
-// Record writes the round record, the ledger and the job records that
-// changed. The first transaction sets the ledger only if it is still at
-// prev.Version and creates the round record only if that round has none, so
-// a round is never recorded twice; job records beyond what one transaction
-// carries follow in transactions guarded by the new ledger version.
-func (s *Store) Record(ctx context.Context, prev, next *loop.Ledger, rec *loop.RoundRecord) error {
+// encodeLedger is the ledger key's value for next.
+func encodeLedger(next *loop.Ledger) ([]byte, error) {
 	lv := ledgerValue{Layout: Layout, Round: next.Round, Clock: &next.Clock}
 	if !next.Start.IsZero() {
 		lv.Start = &next.Start
 	}
-	ledger, err := json.Marshal(lv)
+	b, err := json.Marshal(lv)
 	if err != nil {
-		return fmt.Errorf("encoding the ledger: %w", err)
+		return nil, fmt.Errorf("encoding the ledger: %w", err)
+	}
+	return b, nil
+}
+
+// Claim writes round intent.Round's intent record and advances the ledger
+// to next in one transaction: the ledger only if it is still at
+// prev.Version, the record only if that round has none. It returns the
+// ledger's new index; the round record has the same one (one transaction,
+// one Raft index), which Record checks when it replaces the intent.
+func (s *Store) Claim(ctx context.Context, prev, next *loop.Ledger, intent *loop.RoundRecord) (uint64, error) {
+	ledger, err := encodeLedger(next)
+	if err != nil {
+		return 0, err
+	}
+	round, err := json.Marshal(intent)
+	if err != nil {
+		return 0, fmt.Errorf("encoding round %d's intent: %w", intent.Round, err)
+	}
+	what := fmt.Sprintf("claiming round %d", intent.Round)
+	resp, err := s.run(ctx, api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: s.prefix + keyLedger, Value: ledger, Index: prev.Version}},
+		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: s.RoundKey(intent.Round), Value: round, Index: 0}},
+	}, what)
+	if err != nil {
+		return 0, err
+	}
+	return s.ledgerIndex(resp, what)
+}
+
+// ledgerIndex is the ledger's ModifyIndex in a transaction's results.
+func (s *Store) ledgerIndex(resp *api.TxnResponse, what string) (uint64, error) {
+	for _, r := range resp.Results {
+		if r.KV != nil && r.KV.Key == s.prefix+keyLedger && r.KV.ModifyIndex != 0 {
+			return r.KV.ModifyIndex, nil
+		}
+	}
+	return 0, fmt.Errorf("%s: the transaction did not return the ledger's new index", what)
+}
+
+// Record writes the round record, the ledger and the job records that
+// changed. The first transaction sets the ledger only if it is still at
+// prev.Version and creates the round record only if that round has none
+// (or, when prev.Claimed, replaces the intent Claim wrote at prev.Version),
+// so a round is never recorded twice; job records beyond what one
+// transaction carries follow in transactions guarded by the new ledger
+// version.
+func (s *Store) Record(ctx context.Context, prev, next *loop.Ledger, rec *loop.RoundRecord) error {
+	ledger, err := encodeLedger(next)
+	if err != nil {
+		return err
 	}
 	round, err := json.Marshal(rec)
 	if err != nil {
@@ -156,24 +203,24 @@ func (s *Store) Record(ctx context.Context, prev, next *loop.Ledger, rec *loop.R
 		return err
 	}
 	ledgerKey := s.prefix + keyLedger
+	roundIndex := uint64(0)
+	if prev.Claimed {
+		roundIndex = prev.Version
+	}
 	first := api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: ledgerKey, Value: ledger, Index: prev.Version}},
-		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: s.RoundKey(rec.Round), Value: round, Index: 0}},
+		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: s.RoundKey(rec.Round), Value: round, Index: roundIndex}},
 	}
 	n := min(len(jobOps), maxTxnOps-len(first))
 	first = append(first, jobOps[:n]...)
-	resp, err := s.run(ctx, first, fmt.Sprintf("recording round %d", rec.Round))
+	what := fmt.Sprintf("recording round %d", rec.Round)
+	resp, err := s.run(ctx, first, what)
 	if err != nil {
 		return err
 	}
-	version := uint64(0)
-	for _, r := range resp.Results {
-		if r.KV != nil && r.KV.Key == ledgerKey {
-			version = r.KV.ModifyIndex
-		}
-	}
-	if version == 0 {
-		return fmt.Errorf("recording round %d: the transaction did not return the ledger's new index", rec.Round)
+	version, err := s.ledgerIndex(resp, what)
+	if err != nil {
+		return err
 	}
 	for rest := jobOps[n:]; len(rest) > 0; {
 		k := min(len(rest), maxTxnOps-1)
