@@ -3,8 +3,11 @@ package consulstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
+	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
@@ -65,5 +68,54 @@ func TestClaimAgainstConsul(t *testing.T) {
 	}
 	if r0, _ := s.ReadRound(ctx, 0); r0.State != loop.RoundApplying {
 		t.Errorf("round 0's intent was replaced: %+v", r0)
+	}
+}
+
+// Layout 2 writes at most JobChunks job keys per round, however many jobs change; a round
+// record too large for one transaction is gzipped, then stored without options; the audit log
+// keeps the latest rounds only.
+func TestBoundedWritesAgainstConsul(t *testing.T) {
+	c := startConsul(t)
+	ctx := context.Background()
+	s := New(c, "test/bounded/v2").WithAuditRounds(3)
+	prev, err := s.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const jobs = 3000
+	for round := 0; round < 5; round++ {
+		next := &loop.Ledger{Round: round + 1, Clock: float64(round + 1), Jobs: map[string]loop.JobRecord{}}
+		rec := &loop.RoundRecord{Round: round, Assignment: map[string]string{}}
+		for i := 0; i < jobs; i++ {
+			id := fmt.Sprintf("team-%d/job-%04d", i%7, i)
+			// Every job's rho changes every round, as a waiting job's does.
+			next.Jobs[id] = record("", float64(round*jobs+i)/3)
+			rec.Jobs = append(rec.Jobs, loop.JobAudit{ID: id, RhoBefore: 1, RhoAfter: 2,
+				Options: []allocator.Terms{{Model: "NVIDIA A100-SXM4-40GB", Cost: float64(i)}, {Model: "Tesla V100-SXM2-16GB", Cost: float64(i) / 3}}})
+		}
+		if err := s.Record(ctx, prev, next, rec); err != nil {
+			t.Fatalf("Record round %d: %v", round, err)
+		}
+		prev = next
+	}
+	keys, _, err := c.KV().Keys("test/bounded/v2/jobs/", "", nil)
+	if err != nil || len(keys) != JobChunks {
+		t.Errorf("job keys %d (%v), want %d chunks", len(keys), err, JobChunks)
+	}
+	got, err := s.Load(ctx)
+	if err != nil || len(got.Jobs) != jobs || got.Jobs["team-3/job-0010"] != prev.Jobs["team-3/job-0010"] {
+		t.Fatalf("Load = %d jobs, job-0010 %+v (want %+v), %v", len(got.Jobs), got.Jobs["team-3/job-0010"], prev.Jobs["team-3/job-0010"], err)
+	}
+	rounds, err := s.RoundNumbers(ctx)
+	if err != nil || !slices.Equal(rounds, []int{2, 3, 4}) {
+		t.Errorf("audit log holds rounds %v (%v), want the latest 3: [2 3 4]", rounds, err)
+	}
+	rec, err := s.ReadRound(ctx, 4)
+	if err != nil || len(rec.Jobs) != jobs || rec.Jobs[10].RhoAfter != 2 {
+		t.Fatalf("ReadRound(4) = %d lines, %v", len(rec.Jobs), err)
+	}
+	pair, _, _ := c.KV().Get(s.RoundKey(4), nil)
+	if pair == nil || pair.Value[0] != 0x1f || len(pair.Value) > maxTxnBytes {
+		t.Errorf("round 4's value: %d bytes, gzipped %v; want gzip within %d bytes", len(pair.Value), pair.Value[0] == 0x1f, maxTxnBytes)
 	}
 }

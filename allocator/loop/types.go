@@ -220,15 +220,18 @@ type RoundRecord struct {
 	Models       []allocator.Model `json:"models"`
 	Assignment   map[string]string `json:"assignment"`
 	Jobs         []JobAudit        `json:"jobs"`
-	Invalid      []Invalid         `json:"invalid,omitempty"`
-	Objective    float64           `json:"objective"`
-	Bound        float64           `json:"bound"`
-	Gap          float64           `json:"gap"`
-	Status       string            `json:"status"`
-	SolveSeconds float64           `json:"solve_seconds"`
-	Plan         string            `json:"plan"`
-	Apply        ApplyResult       `json:"apply"`
-	ObserveCalls int               `json:"observe_calls"`
+	// OptionsOmitted is true when the store left out the job lines'
+	// options to keep the record within its size limit.
+	OptionsOmitted bool        `json:"options_omitted,omitempty"`
+	Invalid        []Invalid   `json:"invalid,omitempty"`
+	Objective      float64     `json:"objective"`
+	Bound          float64     `json:"bound"`
+	Gap            float64     `json:"gap"`
+	Status         string      `json:"status"`
+	SolveSeconds   float64     `json:"solve_seconds"`
+	Plan           string      `json:"plan"`
+	Apply          ApplyResult `json:"apply"`
+	ObserveCalls   int         `json:"observe_calls"`
 	// WatchCalls are the API calls the watcher made since the previous
 	// round (blocking queries that look for arrivals and finishes).
 	WatchCalls int `json:"watch_calls"`

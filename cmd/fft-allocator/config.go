@@ -31,6 +31,8 @@ type fileConfig struct {
 	// -min-round-gap and -node-pool.
 	MinRoundGap *string `hcl:"min_round_gap,optional"`
 	NodePool    *string `hcl:"node_pool,optional"`
+	// -audit-rounds.
+	AuditRounds *int `hcl:"audit_rounds,optional"`
 }
 
 // connBlock is how to reach Nomad (the nomad block) or Consul (the consul
@@ -147,6 +149,9 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 	str("id", &f.id, fc.ID)
 	if fc.LogJSON != nil && !set["log-json"] {
 		f.logJSON = *fc.LogJSON
+	}
+	if fc.AuditRounds != nil && !set["audit-rounds"] {
+		f.auditRounds = *fc.AuditRounds
 	}
 	if err := dur("round", "round", &f.round, fc.Round); err != nil {
 		return eng, err

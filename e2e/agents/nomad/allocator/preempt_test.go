@@ -139,7 +139,7 @@ seconds = 5`)
 		Rho    float64 `json:"rho"`
 		Status string  `json:"status"`
 	}
-	readKV(t, cs, prefix+"/jobs/default/long", &rec)
+	readJob(t, cs, "default/long", &rec)
 	if rec.Status != "running" || !(rec.Rho < peak) {
 		t.Errorf("long's record: status %q, rho %g; want running, below its peak %g while waiting", rec.Status, rec.Rho, peak)
 	}

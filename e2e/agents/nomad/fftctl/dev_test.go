@@ -229,11 +229,11 @@ func TestDevRunsRoundsAndCleansUp(t *testing.T) {
 	d.waitLine(t, 60*time.Second, "Round 0 at ")
 	// While it runs, the workload runs on the models the round chose, and reports progress.
 	testenv.Eventually(t, 30*time.Second, time.Second, "a sample job reports its progress", func() error {
-		b, code, err := get("http://" + d.ConsulAddr + "/v1/kv/nomad-fft/v1/progress/?keys")
+		b, code, err := get("http://" + d.ConsulAddr + "/v1/kv/nomad-fft/v2/progress/?keys")
 		if err != nil || code != 200 {
 			return fmt.Errorf("progress keys: HTTP %d, %v", code, err)
 		}
-		if !strings.Contains(string(b), "nomad-fft/v1/progress/default/") {
+		if !strings.Contains(string(b), "nomad-fft/v2/progress/default/") {
 			return fmt.Errorf("no progress keys yet: %s", b)
 		}
 		return nil
