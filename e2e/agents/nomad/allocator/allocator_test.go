@@ -1,6 +1,8 @@
 package allocator
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -362,12 +364,28 @@ func readKV(t testing.TB, cs *testenv.Consul, key string, v any) {
 		return json.Unmarshal(b, &pairs)
 	})
 	raw, err := base64.StdEncoding.DecodeString(pairs[0].Value)
+	if err == nil {
+		raw, err = gunzipped(raw)
+	}
 	if err != nil {
 		t.Fatalf("decoding %s: %v", key, err)
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		t.Fatalf("decoding %s: %v\n%s", key, err, raw)
 	}
+}
+
+// gunzipped returns a value the store wrote, gunzipped if it is gzipped (values over 64 KiB,
+// such as the record of a round with many jobs, are).
+func gunzipped(b []byte) ([]byte, error) {
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		return b, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(zr)
 }
 
 // readJob decodes job id's ("namespace/job") record from the ledger's job chunks (layout 2:

@@ -157,7 +157,7 @@ func kvRaw(cs *testenv.Consul, key string) ([]byte, error) {
 	if code != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: HTTP %d", key, code)
 	}
-	return body, nil
+	return gunzipped(body)
 }
 
 // written counts the keys below the prefix (the leader lock aside) written after index, and

@@ -221,6 +221,9 @@ func readRounds(t *testing.T, cs *testenv.Consul) []roundRec {
 	var out []roundRec
 	for _, p := range pairs {
 		raw, err := base64.StdEncoding.DecodeString(p.Value)
+		if err == nil {
+			raw, err = gunzipped(raw)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
