@@ -128,6 +128,9 @@ func (e *evidence) finishedOrWaiting() []string {
 			}
 		case running:
 			out = append(out, fmt.Sprintf("%s neither finished nor waiting: it still runs", id))
+		case e.ledger[id].Status != "waiting" && e.ledger[id].Status != "no-fit":
+			// A job that failed (Nomad gave it up) lost its work to a fault.
+			out = append(out, fmt.Sprintf("%s neither finished nor waiting: the ledger says %q", id, e.ledger[id].Status))
 		}
 	}
 	return out

@@ -47,6 +47,10 @@ func TestInvariantsCatchViolations(t *testing.T) {
 	}{
 		{"short of work", func(e *evidence) { e.samples["default/j"][3].done = 9 }, "completed with 9 of 10"},
 		{"still running", func(e *evidence) { e.allocs[0].Client = "running" }, "neither finished nor waiting"},
+		{"failed", func(e *evidence) {
+			e.allocs[0].Client = "failed"
+			e.ledger["default/j"] = jobRec{Rho: 0.5, RoundsRun: 1, Status: "failed"}
+		}, `the ledger says "failed"`},
 		{"not selected", func(e *evidence) { e.allocs[0].Created = at(2.5) }, "neither that round nor the next assigned it"},
 		{"too many GPUs", func(e *evidence) {
 			e.allocs = append(e.allocs, allocRec{ID: "abcdefghij", Job: "default/j", Model: a100, GPUs: 1, Created: at(0.2), Started: at(1), Desired: "stop", Client: "complete", Done: at(3)})
