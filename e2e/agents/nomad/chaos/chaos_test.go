@@ -27,6 +27,9 @@ const (
 	EnvSeed = "FFT_CHAOS_SEED"
 	// EnvKills sets how many times the active allocator is killed (default: the version's).
 	EnvKills = "FFT_CHAOS_KILLS"
+	// EnvFaults replaces the version's faults: "kind=count,...", for example
+	// "crash-client=4,drain-node=1", to look at one kind of fault.
+	EnvFaults = "FFT_CHAOS_FAULTS"
 )
 
 func TestMain(m *testing.M) {
@@ -93,6 +96,17 @@ func TestChaos(t *testing.T) {
 		v.faults = maps.Clone(v.faults)
 		v.faults[faultKillLeader] = n
 	}
+	if s := os.Getenv(EnvFaults); s != "" {
+		v.faults = map[string]int{}
+		for _, kv := range strings.Split(s, ",") {
+			kind, count, _ := strings.Cut(strings.TrimSpace(kv), "=")
+			n, err := strconv.Atoi(count)
+			if _, known := short.faults[kind]; !known || err != nil || n < 0 {
+				t.Fatalf("%s=%q: %q: want kind=count with a kind among %v", EnvFaults, s, kv, sortedKeys(short.faults))
+			}
+			v.faults[kind] = n
+		}
+	}
 	t.Logf("chaos %s: seed %d (replay with %s=%d), faults %v", v.name, seed, EnvSeed, seed, v.faults)
 	rng := rand.New(rand.NewSource(seed))
 	began := time.Now()
@@ -134,7 +148,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
-	perFault := (v.jobs - v.jobs/2 + len(kinds) - 1) / len(kinds)
+	perFault := (v.jobs - v.jobs/2 + len(kinds) - 1) / max(1, len(kinds))
 	for i, kind := range kinds {
 		st.inject(t, rng, i, kind)
 		submit(perFault)
