@@ -9,7 +9,7 @@ DEV_ARGS ?=
 # VERSION is the release version for `make release`, e.g. make release VERSION=0.1.0.
 VERSION  ?=
 
-.PHONY: all build dev run round test deps agents vet unit e2e bench bench-e2e fuzz release clean
+.PHONY: all build dev run round test deps agents vet unit e2e chaos bench bench-e2e bench-load fuzz release clean
 
 all: build
 
@@ -84,12 +84,29 @@ e2e:
 	cd e2e/agents/nomad && FFT_E2E=1 FFT_NOMAD_BIN=$$nomad_bin FFT_CONSUL_BIN=$$consul_bin \
 		$(GO) test -count=1 -timeout 20m ./...
 
+## chaos: the long chaos suite (e2e/agents/nomad/chaos): 20 SIGKILLs of the
+## active allocator among three replicas, Consul and Nomad server restarts,
+## GPU clients crashed and drained, then the invariants; `make e2e` runs its
+## short version. CHAOS_SEED=<seed> replays a run.
+CHAOS_SEED ?=
+chaos:
+	nomad_bin=$$(e2e/agents/build.sh) && consul_bin=$$(e2e/agents/build-consul.sh) && \
+	cd e2e/agents/nomad && FFT_E2E=1 FFT_NOMAD_BIN=$$nomad_bin FFT_CONSUL_BIN=$$consul_bin \
+		FFT_CHAOS_LONG=1 FFT_CHAOS_SEED=$(CHAOS_SEED) $(GO) test -count=1 -v -timeout 40m -run '^TestChaos$$' ./chaos/
+
 ## bench-e2e: one observe-solve-apply pass against a real Nomad agent with
 ## 200 managed jobs (wall time and API calls).
 bench-e2e:
 	nomad_bin=$$(e2e/agents/build.sh) && consul_bin=$$(e2e/agents/build-consul.sh) && \
 	cd e2e/agents/nomad && FFT_E2E=1 FFT_NOMAD_BIN=$$nomad_bin FFT_CONSUL_BIN=$$consul_bin \
 		$(GO) test -run '^$$' -bench Round200 -benchtime 3x ./allocator/
+
+## bench-load: warm rounds of a running fft-allocator with 2,000 and 5,000
+## managed jobs on a real Nomad server (API calls, Consul writes, wall time).
+bench-load:
+	nomad_bin=$$(e2e/agents/build.sh) && consul_bin=$$(e2e/agents/build-consul.sh) && \
+	cd e2e/agents/nomad && FFT_E2E=1 FFT_NOMAD_BIN=$$nomad_bin FFT_CONSUL_BIN=$$consul_bin \
+		$(GO) test -run '^$$' -bench WarmRound -benchtime 3x -timeout 40m ./allocator/
 
 ## bench: the solver targets of README.md ("Solver speed").
 bench:

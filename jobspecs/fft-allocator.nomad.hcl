@@ -76,7 +76,7 @@ variable "gpu_node_pool" {
 variable "consul_prefix" {
   type        = string
   description = "Consul KV prefix of the ledger, the audit log and the leader lock."
-  default     = "nomad-fft/v1"
+  default     = "nomad-fft/v2"
 }
 
 variable "nomad_addr" {

@@ -15,7 +15,8 @@
 # `checkpoint_dir` set the checkpoint is real (the seconds run so far, in a file there) and the
 # next run resumes from it. With `fftctl` set it also reports its progress as a training loop
 # would, with `fftctl report` (work done = seconds run x work / seconds), every 2 seconds and
-# when it ends.
+# when it ends (that last report is retried for 30 seconds; a report that fails never fails
+# the task).
 
 variable "throughput" {
   type        = string
@@ -129,7 +130,14 @@ job "fft-train" {
             reporter=$!
           fi
           wait $pid
-          if [ -n "$reporter" ]; then kill $reporter; report ${var.seconds}; fi
+          if [ -n "$reporter" ]; then
+            kill $reporter
+            # The work is done whether the last report lands or not: retry it for a while
+            # (Consul may be restarting) and never fail the task for it.
+            tries=0
+            until report ${var.seconds} || [ $tries -ge 15 ]; do tries=$((tries + 1)); sleep 2; done
+          fi
+          exit 0
         EOT
         ]
       }

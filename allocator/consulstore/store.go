@@ -1,10 +1,15 @@
 package consulstore
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"io"
+	"maps"
 	"math"
 	"reflect"
 	"sort"
@@ -19,32 +24,60 @@ import (
 
 var (
 	_ loop.Store            = (*Store)(nil)
+	_ loop.Claimer          = (*Store)(nil)
 	_ loop.ProgressReader   = (*Store)(nil)
 	_ loop.ProgressReporter = (*Store)(nil)
 )
 
 // Layout is the version of the key layout below the prefix. A reader that
-// finds another layout refuses to guess.
-const Layout = 1
+// finds another layout refuses to guess. Layout 2 keeps the job records in
+// JobChunks keys instead of one key per job (layout 1), so that a round
+// writes a bounded number of keys whatever the number of jobs.
+const Layout = 2
 
 // DefaultPrefix is where the store keeps its keys, version included.
-const DefaultPrefix = "nomad-fft/v1"
+const DefaultPrefix = "nomad-fft/v2"
 
 // maxTxnOps is how many operations one Consul transaction carries; Consul
 // 1.16 refuses more than 128, and we keep room for the guard operations.
 const maxTxnOps = 64
 
+// JobChunks is how many keys hold the job records: a job's record is in
+// chunk fnv32a(id) mod JobChunks.
+const JobChunks = 16
+
+// Sizes Consul imposes and those the store keeps to.
+const (
+	// maxTxnBytes bounds the values one transaction carries, and so each
+	// value the store writes: Consul refuses a request over 512 KiB
+	// (limits { txn_max_req_len }; a KV value over 512 KiB too) and the
+	// request carries values base64-encoded, 4/3 of their size.
+	maxTxnBytes = 320 << 10
+	// compressAbove is the size beyond which a value is stored gzipped
+	// (readers tell it by gzip's magic bytes).
+	compressAbove = 64 << 10
+)
+
+// DefaultAuditRounds is how many of the latest round records the audit log
+// keeps (WithAuditRounds): 1,000 rounds is 3.5 days at the default R of
+// 300 s. Each round's record deletes the one that many rounds older.
+const DefaultAuditRounds = 1000
+
 // The keys below the prefix:
 //
-//	<prefix>/ledger                 {"layout":1,"round":N,"clock":C,"start":T}: the next round, the fairness
+//	<prefix>/ledger                 {"layout":2,"round":N,"clock":C,"start":T}: the next round, the fairness
 //	                                clock and the last round's start; its ModifyIndex is the CAS version
-//	<prefix>/jobs/<namespace>/<job> one loop.JobRecord per job (JSON)
-//	<prefix>/rounds/<round>         one loop.RoundRecord per round, the audit log (round zero-padded to 12 digits)
-//	<prefix>/roundparts/<round>/... a record too large for one value, in parts (parts.go)
+//	<prefix>/jobs/<chunk>           the job records of one chunk (two hex digits, 00 to 0f): a JSON object of
+//	                                loop.JobRecord by job ID ("namespace/job")
+//	<prefix>/rounds/<round>         one loop.RoundRecord per round, the audit log (round zero-padded to 12
+//	                                digits); the latest DefaultAuditRounds (WithAuditRounds) are kept
 //	<prefix>/leader                 the leader lock (see Lead); its value is the holder's id
 //	<prefix>/progress/<ns>/<job>    work units the job reports done, a plain number a training
 //	                                script writes with `consul kv put <key> 42`
 //	<prefix>/overrides/<ns>/<job>   an operator's park or pin of the job (loop.Override, JSON)
+//
+// Values are JSON; one over 64 KiB (a large round's record or job chunk) is
+// stored gzipped (`consul kv get -base64 KEY | base64 -d | gunzip`).
 const (
 	keyLedger   = "ledger"
 	dirJobs     = "jobs/"
@@ -59,6 +92,8 @@ type Store struct {
 	kv     *api.KV
 	txn    *api.Txn
 	prefix string
+	// keep is how many of the latest round records the audit log keeps.
+	keep int
 }
 
 // New returns a Store under prefix ("" means DefaultPrefix).
@@ -66,7 +101,14 @@ func New(c *api.Client, prefix string) *Store {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	return &Store{client: c, kv: c.KV(), txn: c.Txn(), prefix: strings.TrimSuffix(prefix, "/") + "/"}
+	return &Store{client: c, kv: c.KV(), txn: c.Txn(), prefix: strings.TrimSuffix(prefix, "/") + "/", keep: DefaultAuditRounds}
+}
+
+// WithAuditRounds sets how many of the latest round records the audit log
+// keeps (n >= 1; default DefaultAuditRounds) and returns the store.
+func (s *Store) WithAuditRounds(n int) *Store {
+	s.keep = max(1, n)
+	return s
 }
 
 // WithLog sets a function that receives the store's log lines (message and
@@ -96,8 +138,17 @@ type ledgerValue struct {
 // RoundKey returns the key of round n's record.
 func (s *Store) RoundKey(n int) string { return fmt.Sprintf("%s%s%012d", s.prefix, dirRounds, n) }
 
-// JobKey returns the key of a job's record ("namespace/job").
-func (s *Store) JobKey(id string) string { return s.prefix + dirJobs + id }
+// JobKey returns the key of the chunk that holds a job's record ("namespace/job").
+func (s *Store) JobKey(id string) string { return s.chunkKey(chunkOf(id)) }
+
+func (s *Store) chunkKey(c int) string { return fmt.Sprintf("%s%s%02x", s.prefix, dirJobs, c) }
+
+// chunkOf is the chunk of a job's record.
+func chunkOf(id string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return int(h.Sum32() % JobChunks)
+}
 
 // Load reads the ledger and every job record. An empty store is round 0.
 func (s *Store) Load(ctx context.Context) (*loop.Ledger, error) {
@@ -125,62 +176,167 @@ func (s *Store) Load(ctx context.Context) (*loop.Ledger, error) {
 		return nil, fmt.Errorf("listing %s%s: %w", s.prefix, dirJobs, s.needs(err, "read"))
 	}
 	for _, p := range pairs {
-		var r loop.JobRecord
-		if err := json.Unmarshal(p.Value, &r); err != nil {
-			return nil, fmt.Errorf("decoding %s: %w", p.Key, err)
+		var chunk map[string]loop.JobRecord
+		if err := decodeValue(p.Value, &chunk); err != nil {
+			return nil, fmt.Errorf("decoding %s (layout %d: a chunk of job records): %w", p.Key, Layout, err)
 		}
-		l.Jobs[strings.TrimPrefix(p.Key, s.prefix+dirJobs)] = r
+		maps.Copy(l.Jobs, chunk)
 	}
 	return l, nil
 }
 
-// Record writes the round record, the ledger and the job records that
-// changed. The first transaction sets the ledger only if it is still at
-// prev.Version and creates the round record only if that round has none, so
-// a round is never recorded twice; job records beyond what one transaction
-// carries follow in transactions guarded by the new ledger version.
-func (s *Store) Record(ctx context.Context, prev, next *loop.Ledger, rec *loop.RoundRecord) error {
+// encodeValue is v as JSON, gzipped when over compressAbove.
+func encodeValue(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil || len(b) <= compressAbove {
+		return b, err
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// decodeValue decodes a value encodeValue wrote, gzipped or not.
+func decodeValue(b []byte, v any) error {
+	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return fmt.Errorf("gunzip: %w", err)
+		}
+		if b, err = io.ReadAll(zr); err != nil {
+			return fmt.Errorf("gunzip: %w", err)
+		}
+	}
+	return json.Unmarshal(b, v)
+}
+
+// encodeRound is a round record's value; a record over Consul's value limit
+// (what one transaction carries) is stored without its job lines' options (every model's cost terms), and
+// says so (OptionsOmitted).
+func encodeRound(rec *loop.RoundRecord) ([]byte, error) {
+	b, err := encodeValue(rec)
+	if err != nil {
+		return nil, fmt.Errorf("encoding round %d: %w", rec.Round, err)
+	}
+	if len(b) <= maxTxnBytes {
+		return b, nil
+	}
+	lean := *rec
+	lean.Jobs = make([]loop.JobAudit, len(rec.Jobs))
+	for i, l := range rec.Jobs {
+		l.Options = nil
+		lean.Jobs[i] = l
+	}
+	lean.OptionsOmitted = true
+	if b, err = encodeValue(&lean); err != nil {
+		return nil, fmt.Errorf("encoding round %d: %w", rec.Round, err)
+	}
+	if len(b) > maxTxnBytes {
+		return nil, fmt.Errorf("round %d's record is %d bytes gzipped without options, over the %d bytes one Consul transaction carries", rec.Round, len(b), maxTxnBytes)
+	}
+	return b, nil
+}
+
+// encodeLedger is the ledger key's value for next.
+func encodeLedger(next *loop.Ledger) ([]byte, error) {
 	lv := ledgerValue{Layout: Layout, Round: next.Round, Clock: &next.Clock}
 	if !next.Start.IsZero() {
 		lv.Start = &next.Start
 	}
-	ledger, err := json.Marshal(lv)
+	b, err := json.Marshal(lv)
 	if err != nil {
-		return fmt.Errorf("encoding the ledger: %w", err)
+		return nil, fmt.Errorf("encoding the ledger: %w", err)
 	}
-	round, err := json.Marshal(rec)
+	return b, nil
+}
+
+// Claim writes round intent.Round's intent record and advances the ledger
+// to next in one transaction: the ledger only if it is still at
+// prev.Version, the record only if that round has none. It returns the
+// ledger's new index; the round record has the same one (one transaction,
+// one Raft index), which Record checks when it replaces the intent.
+func (s *Store) Claim(ctx context.Context, prev, next *loop.Ledger, intent *loop.RoundRecord) (uint64, error) {
+	ledger, err := encodeLedger(next)
 	if err != nil {
-		return fmt.Errorf("encoding round %d: %w", rec.Round, err)
+		return 0, err
 	}
-	if round, err = s.putParts(ctx, rec.Round, round); err != nil {
-		return fmt.Errorf("recording round %d: %w", rec.Round, err)
+	round, err := encodeRound(intent)
+	if err != nil {
+		return 0, err
+	}
+	what := fmt.Sprintf("claiming round %d", intent.Round)
+	resp, err := s.run(ctx, api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: s.prefix + keyLedger, Value: ledger, Index: prev.Version}},
+		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: s.RoundKey(intent.Round), Value: round, Index: 0}},
+	}, what)
+	if err != nil {
+		return 0, err
+	}
+	return s.ledgerIndex(resp, what)
+}
+
+// ledgerIndex is the ledger's ModifyIndex in a transaction's results.
+func (s *Store) ledgerIndex(resp *api.TxnResponse, what string) (uint64, error) {
+	for _, r := range resp.Results {
+		if r.KV != nil && r.KV.Key == s.prefix+keyLedger && r.KV.ModifyIndex != 0 {
+			return r.KV.ModifyIndex, nil
+		}
+	}
+	return 0, fmt.Errorf("%s: the transaction did not return the ledger's new index", what)
+}
+
+// Record writes the round record, the ledger and the job records that
+// changed. The first transaction sets the ledger only if it is still at
+// prev.Version and creates the round record only if that round has none
+// (or, when prev.Claimed, replaces the intent Claim wrote at prev.Version),
+// so a round is never recorded twice; job records beyond what one
+// transaction carries follow in transactions guarded by the new ledger
+// version.
+func (s *Store) Record(ctx context.Context, prev, next *loop.Ledger, rec *loop.RoundRecord) error {
+	ledger, err := encodeLedger(next)
+	if err != nil {
+		return err
+	}
+	round, err := encodeRound(rec)
+	if err != nil {
+		return err
 	}
 	jobOps, err := s.jobOps(prev.Jobs, next.Jobs)
 	if err != nil {
 		return err
 	}
 	ledgerKey := s.prefix + keyLedger
+	roundIndex := uint64(0)
+	if prev.Claimed {
+		roundIndex = prev.Version
+	}
 	first := api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: ledgerKey, Value: ledger, Index: prev.Version}},
-		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: s.RoundKey(rec.Round), Value: round, Index: 0}},
+		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: s.RoundKey(rec.Round), Value: round, Index: roundIndex}},
 	}
-	n := min(len(jobOps), maxTxnOps-len(first))
+	if old := rec.Round - s.keep; old >= 0 {
+		// Retention: the record that falls out of the kept window goes with this one.
+		first = append(first, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: s.RoundKey(old)}})
+	}
+	n := fitting(jobOps, maxTxnOps-len(first), maxTxnBytes-len(ledger)-len(round))
 	first = append(first, jobOps[:n]...)
-	resp, err := s.run(ctx, first, fmt.Sprintf("recording round %d", rec.Round))
+	what := fmt.Sprintf("recording round %d", rec.Round)
+	resp, err := s.run(ctx, first, what)
 	if err != nil {
 		return err
 	}
-	version := uint64(0)
-	for _, r := range resp.Results {
-		if r.KV != nil && r.KV.Key == ledgerKey {
-			version = r.KV.ModifyIndex
-		}
-	}
-	if version == 0 {
-		return fmt.Errorf("recording round %d: the transaction did not return the ledger's new index", rec.Round)
+	version, err := s.ledgerIndex(resp, what)
+	if err != nil {
+		return err
 	}
 	for rest := jobOps[n:]; len(rest) > 0; {
-		k := min(len(rest), maxTxnOps-1)
+		k := max(1, fitting(rest, maxTxnOps-1, maxTxnBytes))
 		ops := append(api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: ledgerKey, Index: version}}}, rest[:k]...)
 		if _, err := s.run(ctx, ops, fmt.Sprintf("recording round %d's job records", rec.Round)); err != nil {
 			return err
@@ -191,27 +347,54 @@ func (s *Store) Record(ctx context.Context, prev, next *loop.Ledger, rec *loop.R
 	return nil
 }
 
-// jobOps returns set operations for records that changed and deletes for
-// records that are gone, sorted by key.
+// fitting is how many of ops, from the first, fit in n operations and the
+// given bytes of values (at least none).
+func fitting(ops api.TxnOps, n, bytes int) int {
+	k := 0
+	for ; k < len(ops) && k < n; k++ {
+		if bytes -= len(ops[k].KV.Value); bytes < 0 {
+			break
+		}
+	}
+	return k
+}
+
+// jobOps returns a set operation for each chunk whose records changed and a
+// delete for each chunk left empty, sorted by key: at most JobChunks
+// operations, however many jobs there are.
 func (s *Store) jobOps(prev, next map[string]loop.JobRecord) (api.TxnOps, error) {
+	before, after := chunks(prev), chunks(next)
 	var ops api.TxnOps
-	for id, r := range next {
-		if old, ok := prev[id]; ok && reflect.DeepEqual(old, r) {
-			continue
+	for c := 0; c < JobChunks; c++ {
+		switch {
+		case reflect.DeepEqual(before[c], after[c]):
+		case len(after[c]) == 0:
+			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: s.chunkKey(c)}})
+		default:
+			b, err := encodeValue(after[c])
+			if err != nil {
+				return nil, fmt.Errorf("encoding job chunk %02x: %w", c, err)
+			}
+			if len(b) > maxTxnBytes {
+				return nil, fmt.Errorf("job chunk %02x is %d bytes gzipped (%d jobs), over the %d bytes one Consul transaction carries", c, len(b), len(after[c]), maxTxnBytes)
+			}
+			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: s.chunkKey(c), Value: b}})
 		}
-		b, err := json.Marshal(r)
-		if err != nil {
-			return nil, fmt.Errorf("encoding job %q: %w", id, err)
-		}
-		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: s.JobKey(id), Value: b}})
 	}
-	for id := range prev {
-		if _, ok := next[id]; !ok {
-			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: s.JobKey(id)}})
-		}
-	}
-	sort.Slice(ops, func(a, b int) bool { return ops[a].KV.Key < ops[b].KV.Key })
 	return ops, nil
+}
+
+// chunks splits job records by chunk.
+func chunks(jobs map[string]loop.JobRecord) []map[string]loop.JobRecord {
+	out := make([]map[string]loop.JobRecord, JobChunks)
+	for id, r := range jobs {
+		c := chunkOf(id)
+		if out[c] == nil {
+			out[c] = map[string]loop.JobRecord{}
+		}
+		out[c][id] = r
+	}
+	return out
 }
 
 func (s *Store) run(ctx context.Context, ops api.TxnOps, what string) (*api.TxnResponse, error) {
@@ -284,12 +467,8 @@ func (s *Store) ReadRound(ctx context.Context, n int) (*loop.RoundRecord, error)
 	if pair == nil {
 		return nil, fmt.Errorf("round %d: %w", n, ErrNoRound)
 	}
-	value, err := s.recordValue(ctx, n, pair.Value)
-	if err != nil {
-		return nil, err
-	}
 	var rec loop.RoundRecord
-	if err := json.Unmarshal(value, &rec); err != nil {
+	if err := decodeValue(pair.Value, &rec); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", pair.Key, err)
 	}
 	return &rec, nil
@@ -339,12 +518,8 @@ func (s *Store) ReadRounds(ctx context.Context, from int) ([]*loop.RoundRecord, 
 		if n < from {
 			continue
 		}
-		value, err := s.recordValue(ctx, n, p.Value)
-		if err != nil {
-			return nil, err
-		}
 		var rec loop.RoundRecord
-		if err := json.Unmarshal(value, &rec); err != nil {
+		if err := decodeValue(p.Value, &rec); err != nil {
 			return nil, fmt.Errorf("decoding %s: %w", p.Key, err)
 		}
 		out = append(out, &rec)
@@ -380,7 +555,7 @@ func decodeLedger(pair *api.KVPair) (ledgerValue, error) {
 		return v, fmt.Errorf("decoding %s: %w", pair.Key, err)
 	}
 	if v.Layout != Layout {
-		return v, fmt.Errorf("%s has layout %d, this code reads layout %d", pair.Key, v.Layout, Layout)
+		return v, fmt.Errorf("%s has layout %d, this code reads layout %d (written by another fft-allocator version: use a -consul-prefix of its own)", pair.Key, v.Layout, Layout)
 	}
 	return v, nil
 }

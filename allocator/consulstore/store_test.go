@@ -69,8 +69,8 @@ func TestStoreAgainstConsul(t *testing.T) {
 	if !errors.Is(err, loop.ErrConflict) {
 		t.Fatalf("stale Record: err = %v, want ErrConflict", err)
 	}
-	if pair, _, _ := c.KV().Get(s.JobKey("default/intruder"), nil); pair != nil {
-		t.Errorf("a lost CAS wrote job %s", pair.Key)
+	if l, _ := s.Load(ctx); !reflect.DeepEqual(l.Jobs["default/intruder"], loop.JobRecord{}) {
+		t.Errorf("a lost CAS wrote job default/intruder: %+v", l.Jobs["default/intruder"])
 	}
 	if back, _ := s.ReadRound(ctx, 0); back.InputsDigest != "abc" {
 		t.Errorf("a lost CAS replaced round 0's record: %+v", back)
@@ -103,11 +103,18 @@ func TestStoreAgainstConsul(t *testing.T) {
 	if got, _ = s.Load(ctx); got.Clock != 2.25 || !got.Start.Equal(start) {
 		t.Errorf("clock %g, start %v after recording %g, %v", got.Clock, got.Start, next3.Clock, start)
 	}
+	if _, err := c.KV().Put(&api.KVPair{Key: "test/old/v2/ledger", Value: []byte(`{"layout":2,"round":7}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if old, err := New(c, "test/old/v2").Load(ctx); err != nil || old.Round != 7 || old.Clock != 7 || !old.Start.IsZero() {
+		t.Errorf("Load of a ledger without clock = %+v, %v; want round 7, clock 7, no start", old, err)
+	}
+	// A layout-1 store (one key per job) is refused, naming the layouts.
 	if _, err := c.KV().Put(&api.KVPair{Key: "test/old/v1/ledger", Value: []byte(`{"layout":1,"round":7}`)}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if old, err := New(c, "test/old/v1").Load(ctx); err != nil || old.Round != 7 || old.Clock != 7 || !old.Start.IsZero() {
-		t.Errorf("Load of a ledger without clock = %+v, %v; want round 7, clock 7, no start", old, err)
+	if _, err := New(c, "test/old/v1").Load(ctx); err == nil || !strings.Contains(err.Error(), "layout 1, this code reads layout 2") {
+		t.Errorf("Load of a layout-1 ledger: err = %v, want a refusal naming both layouts", err)
 	}
 	if _, err := s.ReadRound(ctx, 9); !errors.Is(err, ErrNoRound) {
 		t.Errorf("ReadRound of a missing round: %v", err)

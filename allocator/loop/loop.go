@@ -222,8 +222,16 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	dec = withPinned(dec, pr)
 	assignment := dec.Assignment()
 
-	// 4. Apply the difference between the cluster and the decision.
+	// 4. Claim the round in the store (when it can), then apply the
+	// difference between the cluster and the decision. A round whose claim
+	// fails changes nothing in the cluster.
 	plan := Diff(snap.Jobs, assignment)
+	next := &Ledger{Round: t + 1, Clock: clock + 1, Start: start, Jobs: pr.records, Version: prev.Version}
+	rec := l.newRecord(t, start, kind, triggerJobs, clock, kept, snap, pr, dec, plan, ApplyResult{})
+	prev, err = l.claim(ctx, ph, prev, next, rec)
+	if err != nil {
+		return nil, err
+	}
 	var res ApplyResult
 	_ = ph.run(4, "apply", func() error {
 		res = l.app.Apply(ctx, plan)
@@ -235,11 +243,10 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	for _, e := range res.Errors {
 		ph.log.Error("apply failed", "error", e)
 	}
+	rec.Apply = res
 
 	// 5. Record: advance the ledger and write it with the round record,
-	// check-and-set against the ledger this round started from.
-	next := &Ledger{Round: t + 1, Clock: clock + 1, Start: start, Jobs: pr.records, Version: prev.Version}
-	rec := l.newRecord(t, start, kind, triggerJobs, clock, kept, snap, pr, dec, plan, res)
+	// check-and-set against the ledger this round started from (or claimed).
 	err = ph.run(5, "record", func() error {
 		achieved := advance(pr, dec, plan, next, rec, l.opts.cfg.RoundSeconds, l.opts.record == RecordFull)
 		recordRates(pr, plan, next, rec, progress, t, l.opts.record == RecordFull)
@@ -262,6 +269,30 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	ph.log.Info("round done", "trigger", kind, "policy", l.opts.pol.Name(), "jobs", len(pr.instance.Jobs), "running", len(assignment),
 		"plan", plan.GoString(), "api_calls", snap.Calls+res.Calls, "watch_calls", snap.WatchCalls, "duration", l.opts.now().Sub(start))
 	return rec, nil
+}
+
+// claim writes the round's intent when the store is a Claimer and returns
+// the ledger Record checks against; a failed claim fails the round before it
+// applies anything, and the ledger is reloaded next round.
+func (l *Loop) claim(ctx context.Context, ph *phases, prev, next *Ledger, rec *RoundRecord) (*Ledger, error) {
+	c, ok := l.store.(Claimer)
+	if !ok {
+		return prev, nil
+	}
+	intent := *rec
+	intent.State = RoundApplying
+	var version uint64
+	err := ph.run(4, "claim", func() (err error) {
+		version, err = c.Claim(ctx, prev, next, &intent)
+		return err
+	})
+	if err != nil {
+		l.Forget()
+		return nil, err
+	}
+	claimed := *prev
+	claimed.Version, claimed.Claimed = version, true
+	return &claimed, nil
 }
 
 // Ledger returns a copy of the ledger the next round starts from (nil

@@ -165,6 +165,10 @@ type Ledger struct {
 	Start   time.Time            `json:"start"`
 	Jobs    map[string]JobRecord `json:"-"`
 	Version uint64               `json:"-"`
+	// Claimed is true when the store holds an intent record of the round
+	// this ledger follows, written by Claimer.Claim at Version: Record then
+	// replaces that intent instead of creating the round's record.
+	Claimed bool `json:"-"`
 }
 
 // JobAudit is one job's line in a round record.
@@ -208,9 +212,18 @@ type JobAudit struct {
 // setReason fills the line's reason from the engine's.
 func (a *JobAudit) setReason(r allocator.Reason) { a.ReasonCode, a.Reason = r.Code, r.Message }
 
+// RoundApplying is the State of a round's intent record: its decision, written
+// before it is applied (Claimer), and not yet replaced by the full record.
+const RoundApplying = "applying"
+
 // RoundRecord is one entry of the audit log.
 type RoundRecord struct {
 	Round int `json:"round"`
+	// State is RoundApplying in an intent record; a complete record has none.
+	// An intent left in the audit log is a round whose leader died (or lost
+	// the store) between applying it and recording it: its decision may have
+	// been applied in part, its job lines and credit are lost.
+	State string `json:"state,omitempty"`
 	// Start is the round's start, RFC 3339.
 	Start string `json:"start"`
 	// Trigger is why the round ran: TriggerSchedule, TriggerManual, or the
@@ -232,15 +245,18 @@ type RoundRecord struct {
 	Models       []allocator.Model `json:"models"`
 	Assignment   map[string]string `json:"assignment"`
 	Jobs         []JobAudit        `json:"jobs"`
-	Invalid      []Invalid         `json:"invalid,omitempty"`
-	Objective    float64           `json:"objective"`
-	Bound        float64           `json:"bound"`
-	Gap          float64           `json:"gap"`
-	Status       string            `json:"status"`
-	SolveSeconds float64           `json:"solve_seconds"`
-	Plan         string            `json:"plan"`
-	Apply        ApplyResult       `json:"apply"`
-	ObserveCalls int               `json:"observe_calls"`
+	// OptionsOmitted is true when the store left out the job lines'
+	// options to keep the record within its size limit.
+	OptionsOmitted bool        `json:"options_omitted,omitempty"`
+	Invalid        []Invalid   `json:"invalid,omitempty"`
+	Objective      float64     `json:"objective"`
+	Bound          float64     `json:"bound"`
+	Gap            float64     `json:"gap"`
+	Status         string      `json:"status"`
+	SolveSeconds   float64     `json:"solve_seconds"`
+	Plan           string      `json:"plan"`
+	Apply          ApplyResult `json:"apply"`
+	ObserveCalls   int         `json:"observe_calls"`
 	// WatchCalls are the API calls the watcher made since the previous
 	// round (blocking queries that look for arrivals and finishes).
 	WatchCalls int `json:"watch_calls"`
@@ -264,6 +280,19 @@ type Store interface {
 	// wrapping ErrConflict and writes nothing. On success it sets
 	// next.Version.
 	Record(ctx context.Context, prev, next *Ledger, rec *RoundRecord) error
+}
+
+// Claimer is an optional Store interface (found by type assertion) that
+// makes each round number applied at most once. Before a round applies its
+// decision, Claim advances the stored ledger to next (check-and-set against
+// prev.Version, without job records) and writes intent, the round's record
+// with State RoundApplying, only if that round has no record yet; it
+// returns the ledger's new version. Record, given a prev with that version
+// and Claimed set, replaces the intent with the full record. A replica that
+// dies between the two leaves the intent: the next leader loads the ledger
+// at the following round and never applies the claimed number again.
+type Claimer interface {
+	Claim(ctx context.Context, prev, next *Ledger, intent *RoundRecord) (version uint64, err error)
 }
 
 // ProgressReader is an optional Store interface (found by type assertion):

@@ -35,6 +35,8 @@ type fileConfig struct {
 	NodePool    *string `hcl:"node_pool,optional"`
 	// -progress-auth.
 	ProgressAuth *string `hcl:"progress_auth,optional"`
+	// -audit-rounds.
+	AuditRounds *int `hcl:"audit_rounds,optional"`
 }
 
 // connBlock is how to reach Nomad (the nomad block) or Consul (the consul
@@ -157,6 +159,10 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 	}
 	if fc.MetricsPerJob != nil && !set["metrics-per-job"] {
 		f.metricsPerJob = *fc.MetricsPerJob
+
+	}
+	if fc.AuditRounds != nil && !set["audit-rounds"] {
+		f.auditRounds = *fc.AuditRounds
 	}
 	if err := dur("round", "round", &f.round, fc.Round); err != nil {
 		return eng, err

@@ -67,6 +67,7 @@ type flags struct {
 	once          bool
 	id            string
 	leaderTTL     time.Duration
+	auditRounds   int
 	config        string
 	// progressAuth is how progress reports are authenticated: "nomad"
 	// (the task's workload identity, verified by Nomad) or "none".
@@ -110,6 +111,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "This replica's name in the leader lock.")
 	fs.DurationVar(&f.leaderTTL, "leader-ttl", 15*time.Second, "TTL of the leader lock's Consul session (at least 10s): a standby takes over within it when the leader dies.")
 	fs.StringVar(&f.progressAuth, "progress-auth", progressAuthNomad, `How PUT /v1/progress/<namespace>/<job> authenticates a report: "nomad" takes it only with the workload identity of one of the job's own running tasks (X-Nomad-Token: $NOMAD_TOKEN), verified by Nomad, which needs Nomad ACLs; "none" takes every report (clusters without ACLs).`)
+	fs.IntVar(&f.auditRounds, "audit-rounds", consulstore.DefaultAuditRounds, "How many of the latest round records the audit log in Consul keeps; each round deletes the one that many rounds older.")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -132,6 +134,9 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	}
 	if f.leaderTTL < consulstore.MinLeaderTTL {
 		return nil, fmt.Errorf("-leader-ttl=%s: want at least %s (Consul's minimum session TTL)", f.leaderTTL, consulstore.MinLeaderTTL)
+	}
+	if f.auditRounds < 1 {
+		return nil, fmt.Errorf("-audit-rounds=%d: want at least 1 (the audit log keeps that many of the latest rounds)", f.auditRounds)
 	}
 	if f.round < time.Second || f.round.Seconds() > allocator.MaxRoundSeconds {
 		return nil, fmt.Errorf("-round=%s: want at least 1s and at most %gs", f.round, allocator.MaxRoundSeconds)
@@ -189,7 +194,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cfg := f.engine
 	cfg.RoundSeconds = f.round.Seconds()
 	na := nomadapi.New(nc, log.Named("nomad")).WithNodePool(f.nodePool)
-	store := consulstore.New(cc, f.prefix).WithLog(log.Named("leader").Info)
+	store := consulstore.New(cc, f.prefix).WithLog(log.Named("leader").Info).WithAuditRounds(f.auditRounds)
 	pol, err := f.newPolicy(cfg)
 	if err != nil {
 		log.Error("choosing the policy; see -policy", "error", err)

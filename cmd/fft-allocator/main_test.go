@@ -17,7 +17,7 @@ import (
 func TestParse(t *testing.T) {
 	var out bytes.Buffer
 	f, err := parse([]string{"-round", "5s", "-nomad-addr", "http://127.0.0.1:1", "-http-addr", ""}, &out)
-	if err != nil || f.round != 5*time.Second || f.nomad.Address != "http://127.0.0.1:1" || f.httpAddr != "" || f.prefix != "nomad-fft/v1" ||
+	if err != nil || f.round != 5*time.Second || f.nomad.Address != "http://127.0.0.1:1" || f.httpAddr != "" || f.prefix != "nomad-fft/v2" ||
 		f.nodePool != "gpu" || f.minRoundGap != 5*time.Second {
 		t.Fatalf("parse = %+v, %v", f, err)
 	}
@@ -276,7 +276,7 @@ func TestREADMEConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("README.md's example: %v", err)
 	}
-	if f.id != "allocator-1" || f.nomad.Address != "http://127.0.0.1:4646" || f.prefix != "nomad-fft/v1" || f.tenantWeights {
+	if f.id != "allocator-1" || f.nomad.Address != "http://127.0.0.1:4646" || f.prefix != "nomad-fft/v2" || f.tenantWeights {
 		t.Errorf("README.md's example read as %+v", f)
 	}
 }

@@ -94,11 +94,18 @@ consul {%s
 }
 
 // NomadServerConfig is the configuration of a Nomad server that elects itself.
-func NomadServerConfig(a NomadAgent) string {
+func NomadServerConfig(a NomadAgent) string { return NomadServerConfigWith(a, "") }
+
+// NomadServerConfigWith is NomadServerConfig with more HCL inside the server block (for
+// example short heartbeat settings, so that a test sees a stopped client go down in seconds).
+func NomadServerConfigWith(a NomadAgent, serverExtra string) string {
+	if serverExtra != "" {
+		serverExtra = "\n  " + serverExtra
+	}
 	return nomadCommon(a) + `
 server {
   enabled          = true
-  bootstrap_expect = 1
+  bootstrap_expect = 1` + serverExtra + `
 }
 `
 }
@@ -185,4 +192,17 @@ func ConsulClientArgs(dataDir, node string, p ConsulPorts, join string) []string
 // no templates).
 func quote(s string) string {
 	return strings.ReplaceAll(strconv.Quote(s), "${", "$${")
+}
+
+// ConsulServerArgs are the arguments of a single Consul server on loopback that elects itself
+// and keeps its data in dataDir, so that, unlike a dev agent (whose state is in memory), it
+// comes back with its KV after a restart. Raft runs at the fastest timing (raft_multiplier 1)
+// so that it elects itself again in seconds.
+func ConsulServerArgs(dataDir string, p ConsulPorts) []string {
+	return []string{"agent", "-server", "-bootstrap-expect", "1", "-node", "fft-e2e-consul",
+		"-bind", "127.0.0.1", "-client", "127.0.0.1", "-data-dir", dataDir,
+		"-hcl", fmt.Sprintf("ports { http = %d, server = %d, serf_lan = %d, serf_wan = %d, dns = -1, grpc = -1, grpc_tls = -1 }",
+			p.HTTP, p.Server, p.SerfLAN, p.SerfWAN),
+		"-hcl", "performance { raft_multiplier = 1 }",
+		"-hcl", "disable_update_check = true"}
 }

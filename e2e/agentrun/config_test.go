@@ -63,6 +63,9 @@ func TestNomadConfigs(t *testing.T) {
 		{"server with ACLs", NomadServerConfig(withACL), []string{
 			`consul {`, `}`, `acl {`, `enabled = true`, `}`, `server {`, `enabled = true`, `}`,
 		}, nil},
+		{"server with extra settings", NomadServerConfigWith(agent, `heartbeat_grace = "2s"`), []string{
+			`server {`, `enabled = true`, `bootstrap_expect = 1`, `heartbeat_grace = "2s"`, `}`,
+		}, []string{"client {"}},
 		{"client with a pool and memory", NomadClientConfig(client), []string{
 			`name = "fft-dev-h100"`,
 			`consul {`, `address = "127.0.0.1:8500"`, `}`,
@@ -125,5 +128,19 @@ func TestConsulDevArgs(t *testing.T) {
 		if !strings.Contains(args, want) {
 			t.Errorf("consul args lack %q: %s", want, args)
 		}
+	}
+}
+
+func TestConsulServerArgs(t *testing.T) {
+	args := strings.Join(ConsulServerArgs("/state/consul-data", ConsulPorts{HTTP: 8500, Server: 1, SerfLAN: 2, SerfWAN: 3}), " ")
+	for _, want := range []string{"agent -server", "-bootstrap-expect 1", "-bind 127.0.0.1", "-client 127.0.0.1",
+		"-data-dir /state/consul-data", "http = 8500, server = 1, serf_lan = 2, serf_wan = 3", "dns = -1", "grpc = -1",
+		"raft_multiplier = 1", "disable_update_check = true"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("consul args lack %q: %s", want, args)
+		}
+	}
+	if strings.Contains(args, "-dev") {
+		t.Errorf("a server that keeps its data across restarts must not run -dev: %s", args)
 	}
 }

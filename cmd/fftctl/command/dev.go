@@ -310,6 +310,11 @@ func followRounds(ctx context.Context, s *consulstore.Store, each func(*loop.Rou
 			if err != nil {
 				return err
 			}
+			if rec.State == loop.RoundApplying && next == n-1 {
+				// Being applied: its full record comes with the next ledger change. An
+				// intent with later rounds after it was left by a leader that died.
+				break
+			}
 			if err := each(rec); err != nil {
 				return err
 			}

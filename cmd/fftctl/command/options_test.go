@@ -18,7 +18,7 @@ func TestHelpTextListsTheOptions(t *testing.T) {
 		want, not []string
 	}{
 		{nomadOptions, []string{"-address=<string>", "NOMAD_ADDR", "-token=<string>", "-tls-skip-verify\n"}, []string{"-consul-addr", "-namespace"}},
-		{consulOptions, []string{"-consul-addr=<string>", "CONSUL_HTTP_ADDR", "-consul-prefix=<string>", `Defaults to "nomad-fft/v1"`}, []string{"-address", "-namespace"}},
+		{consulOptions, []string{"-consul-addr=<string>", "CONSUL_HTTP_ADDR", "-consul-prefix=<string>", `Defaults to "nomad-fft/v2"`}, []string{"-address", "-namespace"}},
 		{consulOptions | namespaceOption, []string{"-consul-token=<string>", "-namespace=<string>", "NOMAD_NAMESPACE"}, []string{"-address"}},
 		{0, nil, []string{"General Options", "-address", "-consul-addr"}},
 	} {

@@ -124,10 +124,15 @@ func readStatus(ctx context.Context, s *consulstore.Store) (statusView, error) {
 		return statusView{}, err
 	}
 	var last *loop.RoundRecord
-	if l.Round > 0 {
-		last, err = s.ReadRound(ctx, l.Round-1)
+	// The newest complete record: the round just claimed may still be an
+	// intent (being applied), or one a dead leader left.
+	for n := l.Round - 1; n >= 0 && n >= l.Round-3; n-- {
+		last, err = s.ReadRound(ctx, n)
 		if err != nil && !errors.Is(err, consulstore.ErrNoRound) {
 			return statusView{}, err
+		}
+		if last != nil && last.State == "" {
+			break
 		}
 	}
 	leader, err := s.Leader(ctx)

@@ -187,10 +187,10 @@ func shippedPolicies(t *testing.T) (nomadPolicy, consulPolicy string) {
 		return string(b)
 	}
 	consulPolicy = read("consul-policy.hcl")
-	if !strings.Contains(consulPolicy, `key_prefix "nomad-fft/v1/"`) {
+	if !strings.Contains(consulPolicy, `key_prefix "nomad-fft/v2/"`) {
 		t.Fatalf("consul-policy.hcl does not grant the default prefix:\n%s", consulPolicy)
 	}
-	return read("nomad-policy.hcl"), strings.ReplaceAll(consulPolicy, "nomad-fft/v1/", prefix+"/")
+	return read("nomad-policy.hcl"), strings.ReplaceAll(consulPolicy, "nomad-fft/v2/", prefix+"/")
 }
 
 func nomadTokenWith(t *testing.T, c *api.Client, name, rules string) string {

@@ -1,6 +1,8 @@
 package allocator
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -203,7 +205,7 @@ func TestAllocatorSelectsAndSteers(t *testing.T) {
 		Status    string   `json:"status"`
 	}
 	testenv.Eventually(t, 30*time.Second, 500*time.Millisecond, "the ledger marks fft-train finished", func() error {
-		readKV(t, cs, prefix+"/jobs/default/fft-train", &rec)
+		readJob(t, cs, "default/fft-train", &rec)
 		if rec.Status != "finished" {
 			return fmt.Errorf("status %q", rec.Status)
 		}
@@ -233,7 +235,7 @@ func TestAllocatorSelectsAndSteers(t *testing.T) {
 		var line struct {
 			Status string `json:"status"`
 		}
-		readKV(t, cs, prefix+"/jobs/default/"+id, &line)
+		readJob(t, cs, "default/"+id, &line)
 		var reason string
 		for _, l := range round.Jobs {
 			if l.ID == "default/"+id {
@@ -364,11 +366,65 @@ func readKV(t testing.TB, cs *testenv.Consul, key string, v any) {
 		return json.Unmarshal(b, &pairs)
 	})
 	raw, err := base64.StdEncoding.DecodeString(pairs[0].Value)
+	if err == nil {
+		raw, err = gunzipped(raw)
+	}
 	if err != nil {
 		t.Fatalf("decoding %s: %v", key, err)
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		t.Fatalf("decoding %s: %v\n%s", key, err, raw)
+	}
+}
+
+// gunzipped returns a value the store wrote, gunzipped if it is gzipped (values over 64 KiB,
+// such as the record of a round with many jobs, are).
+func gunzipped(b []byte) ([]byte, error) {
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		return b, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(zr)
+}
+
+// readJob decodes job id's ("namespace/job") record from the ledger's job chunks (layout 2:
+// <prefix>/jobs/<chunk>, each a JSON object of records by job ID), waiting for it to appear.
+func readJob(t testing.TB, cs *testenv.Consul, id string, v any) {
+	t.Helper()
+	var raw json.RawMessage
+	testenv.Eventually(t, 30*time.Second, 500*time.Millisecond, "the ledger's record of "+id, func() error {
+		b, code, err := cs.Get("/v1/kv/" + prefix + "/jobs/?recurse=true")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("HTTP %d", code)
+		}
+		var pairs []struct{ Key, Value string }
+		if err := json.Unmarshal(b, &pairs); err != nil {
+			return err
+		}
+		for _, p := range pairs {
+			val, err := base64.StdEncoding.DecodeString(p.Value)
+			if err != nil {
+				return err
+			}
+			var chunk map[string]json.RawMessage
+			if err := json.Unmarshal(val, &chunk); err != nil {
+				return fmt.Errorf("decoding %s: %w", p.Key, err)
+			}
+			if r, ok := chunk[id]; ok {
+				raw = r
+				return nil
+			}
+		}
+		return fmt.Errorf("no record of %s in %d chunks", id, len(pairs))
+	})
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatalf("decoding the record of %s: %v\n%s", id, err, raw)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 
 // learnPrefix is where fftctl report writes by default (consulstore.DefaultPrefix), which the
 // job's task uses.
-const learnPrefix = "nomad-fft/v1"
+const learnPrefix = "nomad-fft/v2"
 
 // learnLine is a round record's job line with the throughputs the round used.
 type learnLine struct {

@@ -65,7 +65,7 @@ throughput = "NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=0.5"`))
 		LastModel string `json:"last_model"`
 	}
 	testenv.Eventually(t, 20*time.Second, 500*time.Millisecond, "the ledger counts mover's switch", func() error {
-		readKV(t, cs, prefix+"/jobs/default/mover", &rec)
+		readJob(t, cs, "default/mover", &rec)
 		if rec.Switches != 1 || rec.LastModel != modelV100 {
 			return errorf("record %+v", rec)
 		}

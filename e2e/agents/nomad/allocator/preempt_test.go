@@ -139,7 +139,7 @@ seconds = 5`)
 		Rho    float64 `json:"rho"`
 		Status string  `json:"status"`
 	}
-	readKV(t, cs, prefix+"/jobs/default/long", &rec)
+	readJob(t, cs, "default/long", &rec)
 	if rec.Status != "running" || !(rec.Rho < peak) {
 		t.Errorf("long's record: status %q, rho %g; want running, below its peak %g while waiting", rec.Status, rec.Rho, peak)
 	}
@@ -221,6 +221,9 @@ func readRounds(t *testing.T, cs *testenv.Consul) []roundRec {
 	var out []roundRec
 	for _, p := range pairs {
 		raw, err := base64.StdEncoding.DecodeString(p.Value)
+		if err == nil {
+			raw, err = gunzipped(raw)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -231,7 +231,7 @@ func TestDevRunsRoundsAndCleansUp(t *testing.T) {
 	// While it runs, the workload runs on the models the round chose, and its task driver
 	// reports progress with the GPU model through the allocator into Consul.
 	testenv.Eventually(t, 30*time.Second, time.Second, "a sample job reports its progress", func() error {
-		b, code, err := get("http://" + d.ConsulAddr + "/v1/kv/nomad-fft/v1/progress/?recurse")
+		b, code, err := get("http://" + d.ConsulAddr + "/v1/kv/nomad-fft/v2/progress/?recurse")
 		if err != nil || code != 200 {
 			return fmt.Errorf("progress keys: HTTP %d, %v", code, err)
 		}
@@ -243,7 +243,7 @@ func TestDevRunsRoundsAndCleansUp(t *testing.T) {
 			return err
 		}
 		for _, p := range pairs {
-			if strings.HasPrefix(p.Key, "nomad-fft/v1/progress/default/") && strings.Contains(string(p.Value), `"gpu_model":"`) {
+			if strings.HasPrefix(p.Key, "nomad-fft/v2/progress/default/") && strings.Contains(string(p.Value), `"gpu_model":"`) {
 				t.Logf("%s = %s", p.Key, p.Value)
 				return nil
 			}

@@ -125,7 +125,7 @@ func (d *dev) waitLeader(t *testing.T, not string) string {
 	t.Helper()
 	var got string
 	testenv.Eventually(t, 60*time.Second, 500*time.Millisecond, fmt.Sprintf("a replica other than %q leads", not), func() error {
-		b, code, err := get("http://" + d.ConsulAddr + "/v1/kv/nomad-fft/v1/leader")
+		b, code, err := get("http://" + d.ConsulAddr + "/v1/kv/nomad-fft/v2/leader")
 		if err != nil || code != 200 {
 			return fmt.Errorf("no lock key (HTTP %d, %v)", code, err)
 		}

@@ -21,6 +21,10 @@ type Process struct {
 	Name    string
 	LogPath string
 	proc    *agentrun.Process
+	// start starts the program again, the same way (Restart).
+	start func() (*agentrun.Process, error)
+	// runs counts the starts, so that a restart keeps the earlier log.
+	runs int
 }
 
 // StartProcess starts bin with args, its output in <dir>/<name>.log, in its own process group
@@ -28,24 +32,50 @@ type Process struct {
 // failure the tail of its log is printed.
 func StartProcess(t testing.TB, name, dir, bin string, args ...string) *Process {
 	t.Helper()
-	proc, err := agentrun.Start(dir, name, bin, args, nil)
+	return startAndStopAtEnd(t, func() (*agentrun.Process, error) { return agentrun.Start(dir, name, bin, args, nil) })
+}
+
+// startAndStopAtEnd starts a program with start and stops it when the test ends, passed or
+// failed, printing the tail of its log if the test failed.
+func startAndStopAtEnd(t testing.TB, start func() (*agentrun.Process, error)) *Process {
+	t.Helper()
+	proc, err := start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return stopAtEnd(t, proc)
-}
-
-// stopAtEnd stops proc when the test ends, passed or failed, and prints the tail of its log if
-// the test failed.
-func stopAtEnd(t testing.TB, proc *agentrun.Process) *Process {
-	p := &Process{Name: proc.Name, LogPath: proc.LogPath, proc: proc}
+	p := &Process{Name: proc.Name, LogPath: proc.LogPath, proc: proc, start: start, runs: 1}
 	t.Cleanup(func() {
 		p.Stop()
 		if t.Failed() {
-			t.Logf("--- last lines of %s (%s) ---\n%s", p.Name, p.LogPath, proc.Tail(80))
+			t.Logf("--- last lines of %s (%s) ---\n%s", p.Name, p.LogPath, p.proc.Tail(80))
 		}
 	})
 	return p
+}
+
+// Restart stops the process (Stop) unless it has ended, and starts it again with the same
+// program, arguments and configuration. The earlier run's log is kept as <name>.log.<n>.
+func (p *Process) Restart() error {
+	p.Stop()
+	return p.StartAgain()
+}
+
+// StartAgain starts a process that has ended (after Kill or Stop) again, as Restart does.
+func (p *Process) StartAgain() error {
+	if !p.Exited() {
+		return fmt.Errorf("starting %s again: it is still running", p.Name)
+	}
+	if _, err := os.Stat(p.LogPath); err == nil {
+		if err := os.Rename(p.LogPath, fmt.Sprintf("%s.%d", p.LogPath, p.runs)); err != nil {
+			return fmt.Errorf("keeping %s's log: %w", p.Name, err)
+		}
+	}
+	proc, err := p.start()
+	if err != nil {
+		return fmt.Errorf("starting %s again: %w", p.Name, err)
+	}
+	p.proc, p.runs = proc, p.runs+1
+	return nil
 }
 
 // Stop ends the process: SIGINT, then SIGKILL to its group after 15 s; what it left in its
@@ -79,12 +109,9 @@ func (a *Agent) Client(t testing.TB) *api.Client {
 // `nomad agent -config` on it, and stops the agent when the test ends, as StartProcess does.
 func StartAgent(t testing.TB, nomad, name, dir string, ports agentrun.NomadPorts, hclConfig string) *Agent {
 	t.Helper()
-	proc, err := agentrun.StartNomad(dir, name, nomad, hclConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startAndStopAtEnd(t, func() (*agentrun.Process, error) { return agentrun.StartNomad(dir, name, nomad, hclConfig) })
 	return &Agent{
-		Process: stopAtEnd(t, proc),
+		Process: p,
 		HTTP:    fmt.Sprintf("http://127.0.0.1:%d", ports.HTTP),
 		RPCAddr: fmt.Sprintf("127.0.0.1:%d", ports.RPC),
 	}

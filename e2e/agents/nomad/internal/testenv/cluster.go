@@ -38,6 +38,8 @@ type Cluster struct {
 	NodeIDs map[string]string
 	// ManagementToken is the bootstrap token's secret when ACLs are on, else "".
 	ManagementToken string
+	// Clients maps client name to its agent.
+	Clients map[string]*Agent
 }
 
 // ClusterOptions are StartClusterWith's choices; the zero value is StartCluster's cluster.
@@ -47,6 +49,8 @@ type ClusterOptions struct {
 	// ConsulAddrs, when set, are the Consul agents (127.0.0.1:port), one per client in order,
 	// that the clients register job services with and run their checks through.
 	ConsulAddrs []string
+	// ServerExtra is more HCL inside the server's server block.
+	ServerExtra string
 }
 
 // StartCluster starts a Nomad server and one client per FakeGPUClient under root, each
@@ -72,8 +76,8 @@ func StartClusterWith(t testing.TB, nomad, root string, clients []FakeGPUClient,
 	}
 
 	sp := at(0)
-	server := StartAgent(t, nomad, "server", root, sp, agentrun.NomadServerConfig(agent("fft-e2e-server", sp)))
-	c := &Cluster{Server: server, API: server.Client(t), NodeIDs: map[string]string{}}
+	server := StartAgent(t, nomad, "server", root, sp, agentrun.NomadServerConfigWith(agent("fft-e2e-server", sp), opts.ServerExtra))
+	c := &Cluster{Server: server, API: server.Client(t), NodeIDs: map[string]string{}, Clients: map[string]*Agent{}}
 	Eventually(t, 60*time.Second, 250*time.Millisecond, "server elects itself", func() error {
 		if server.Exited() {
 			t.Fatalf("the Nomad server exited")
@@ -99,7 +103,7 @@ func StartClusterWith(t testing.TB, nomad, root string, clients []FakeGPUClient,
 		if fc.PluginDir != "" {
 			dir = fc.PluginDir
 		}
-		agents = append(agents, StartAgent(t, nomad, fc.Name, root, p, agentrun.NomadClientConfig(agentrun.NomadClient{
+		c.Clients[fc.Name] = StartAgent(t, nomad, fc.Name, root, p, agentrun.NomadClientConfig(agentrun.NomadClient{
 			NomadAgent:   a,
 			Server:       server.RPCAddr,
 			NodePool:     fc.NodePool,
@@ -107,7 +111,8 @@ func StartClusterWith(t testing.TB, nomad, root string, clients []FakeGPUClient,
 			PluginDir:    dir,
 			GPU:          agentrun.FakeGPU{Model: fc.Model, Count: fc.Count, Extra: fc.Extra},
 			Extra:        fc.AgentExtra,
-		})))
+		}))
+		agents = append(agents, c.Clients[fc.Name])
 	}
 
 	Eventually(t, 120*time.Second, 500*time.Millisecond, "clients ready with devices", func() error {

@@ -108,3 +108,35 @@ func (c *Consul) Do(method, path, body string) ([]byte, int, error) {
 	b, err := io.ReadAll(resp.Body)
 	return b, resp.StatusCode, err
 }
+
+// ConsulServer is a single Consul server started by a test that keeps its data across
+// restarts (a dev agent keeps it in memory), so that a test can restart it.
+type ConsulServer struct {
+	Consul
+	*Process
+}
+
+// StartConsulServer starts a single Consul server (agentrun.ConsulServerArgs) bound to
+// 127.0.0.1 on free ports with its data in dir, waits until it serves KV, and stops it when
+// the test ends.
+func StartConsulServer(t testing.TB, consul, dir string) *ConsulServer {
+	t.Helper()
+	p := FreePorts(t, 4)
+	ports := agentrun.ConsulPorts{HTTP: p[0], Server: p[1], SerfLAN: p[2], SerfWAN: p[3]}
+	proc := StartProcess(t, "consul", dir, consul, agentrun.ConsulServerArgs(filepath.Join(dir, "consul-data"), ports)...)
+	c := &ConsulServer{Consul: Consul{HTTP: fmt.Sprintf("127.0.0.1:%d", ports.HTTP), LogPath: proc.LogPath}, Process: proc}
+	c.WaitReady(t, 60*time.Second)
+	return c
+}
+
+// WaitReady waits until the server has a leader and serves KV, and fails the test after
+// timeout.
+func (c *ConsulServer) WaitReady(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	Eventually(t, timeout, 250*time.Millisecond, "consul elects itself and serves KV", func() error {
+		if c.Exited() {
+			t.Fatalf("the Consul agent exited")
+		}
+		return agentrun.ConsulReady(c.HTTP)
+	})
+}

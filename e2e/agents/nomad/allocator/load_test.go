@@ -1,0 +1,187 @@
+package allocator
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-fft/nomad-fft/e2e/agents/nomad/internal/testenv"
+)
+
+// BenchmarkWarmRound200Jobs, BenchmarkWarmRound2000Jobs and BenchmarkWarmRound5000Jobs time
+// the warm rounds of a long-running fft-allocator (its job cache filled by the first round)
+// against a real Nomad server with that many managed jobs, registered held through the API,
+// on two fake-GPU clients with 64 GPUs each. Per warm round they report the Nomad API calls of the
+// observation and of the apply, the plan's changes, the Consul KV keys the round wrote and the
+// transactions it took, and the round's own duration (its phases).
+//
+//	cd e2e/agents/nomad && FFT_E2E=1 go test -run '^$' -bench WarmRound -benchtime 3x -timeout 30m ./allocator/
+func BenchmarkWarmRound200Jobs(b *testing.B) { benchmarkWarmRound(b, 200) }
+
+func BenchmarkWarmRound2000Jobs(b *testing.B) { benchmarkWarmRound(b, 2000) }
+
+func BenchmarkWarmRound5000Jobs(b *testing.B) { benchmarkWarmRound(b, 5000) }
+
+func benchmarkWarmRound(b *testing.B, jobs int) {
+	st := startStack(b, []testenv.FakeGPUClient{
+		{Name: "v100", Model: modelV100, Count: 64, Extra: `memory_mib = 16384`},
+		{Name: "a100", Model: modelA100, Count: 64},
+	})
+	c, cs := st.Cluster, st.consul
+	base := parseJob(b, c.API, trainJobspec(b), "load", "seconds = 3600")
+	registerMany(b, c.API, base, jobs)
+
+	// Rounds long enough that one never runs into the next.
+	st.allocator(b, "fft-allocator", "-round", "20s", "-min-round-gap", "0", "-http-addr", "", "-log-level", "info")
+	waitRecord(b, cs, 0, 10*time.Minute) // the cold round reads every job
+	// A round's job records may follow its record in more transactions: wait for them.
+	const recordTail = 2 * time.Second
+	time.Sleep(recordTail)
+	_, _, before := written(b, cs, 0)
+	var observe, apply, changes, keys, txns, seconds float64
+	b.ResetTimer()
+	for n := 1; n <= b.N; n++ {
+		rec := waitRecord(b, cs, n, 2*time.Minute)
+		b.StopTimer()
+		time.Sleep(recordTail)
+		if len(rec.Jobs) != jobs {
+			b.Fatalf("round %d saw %d jobs, want %d", n, len(rec.Jobs), jobs)
+		}
+		observe += float64(rec.ObserveCalls)
+		apply += float64(rec.Apply.Calls)
+		for _, k := range rec.Apply.Applied {
+			changes += float64(k)
+		}
+		for _, d := range rec.Phases {
+			seconds += d
+		}
+		k, x, last := written(b, cs, before)
+		keys, txns, before = keys+float64(k), txns+float64(x), last
+		b.StartTimer()
+	}
+	per := func(v float64) float64 { return v / float64(b.N) }
+	b.ReportMetric(per(observe), "observe-calls/op")
+	b.ReportMetric(per(apply), "apply-calls/op")
+	b.ReportMetric(per(changes), "changes/op")
+	b.ReportMetric(per(keys), "kv-keys-written/op")
+	b.ReportMetric(per(txns), "kv-txns/op")
+	b.ReportMetric(per(seconds), "round-s/op")
+}
+
+// registerMany registers n copies of base (load-0000, ...), held outside the GPU pool, with
+// eight writers at once.
+func registerMany(b *testing.B, c *api.Client, base *api.Job, n int) {
+	b.Helper()
+	ids := make(chan int)
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ids {
+				job := *base
+				id := fmt.Sprintf("load-%04d", i)
+				job.ID, job.Name = &id, &id
+				job.Meta = map[string]string{}
+				for k, v := range base.Meta {
+					job.Meta[k] = v
+				}
+				job.Meta["fft.work"] = fmt.Sprint(20 + i%37*5)
+				if _, _, err := c.Jobs().Register(&job, nil); err != nil {
+					errs <- fmt.Errorf("registering %s: %w", id, err)
+					return
+				}
+			}
+		}()
+	}
+	began := time.Now()
+	for i := 0; i < n; i++ {
+		select {
+		case ids <- i:
+		case err := <-errs:
+			b.Fatal(err)
+		}
+	}
+	close(ids)
+	wg.Wait()
+	b.Logf("registered %d jobs in %s", n, time.Since(began).Round(time.Second))
+}
+
+// loadRecord is the part of a round record the load benchmark reads.
+type loadRecord struct {
+	ObserveCalls int `json:"observe_calls"`
+	Apply        struct {
+		Calls   int            `json:"calls"`
+		Applied map[string]int `json:"applied"`
+	} `json:"apply"`
+	Phases map[string]float64 `json:"phases"`
+	Jobs   []struct{}         `json:"jobs"`
+}
+
+// waitRecord waits for round n's full record and returns it.
+func waitRecord(b *testing.B, cs *testenv.Consul, n int, timeout time.Duration) *loadRecord {
+	b.Helper()
+	var rec loadRecord
+	testenv.Eventually(b, timeout, 250*time.Millisecond, fmt.Sprintf("round %d's record", n), func() error {
+		var state struct {
+			State string `json:"state"`
+		}
+		raw, err := kvRaw(cs, fmt.Sprintf("%s/rounds/%012d", prefix, n))
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(raw, &state); err != nil || state.State != "" {
+			return fmt.Errorf("round %d is %q (%v)", n, state.State, err)
+		}
+		return json.Unmarshal(raw, &rec)
+	})
+	return &rec
+}
+
+// kvPair is a key as Consul's KV API lists it.
+type kvPair struct {
+	Key         string
+	ModifyIndex uint64
+	Value       []byte
+}
+
+func kvRaw(cs *testenv.Consul, key string) ([]byte, error) {
+	body, code, err := cs.Get("/v1/kv/" + key + "?raw=true")
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: HTTP %d", key, code)
+	}
+	return gunzipped(body)
+}
+
+// written counts the keys below the prefix (the leader lock aside) written after index, and
+// the distinct indexes (one per transaction) they were written at; last is the highest index.
+func written(b *testing.B, cs *testenv.Consul, index uint64) (keys, txns int, last uint64) {
+	b.Helper()
+	body, code, err := cs.Get("/v1/kv/" + prefix + "/?recurse=true")
+	if err != nil || code != http.StatusOK {
+		b.Fatalf("listing %s: %d %v", prefix, code, err)
+	}
+	var pairs []kvPair
+	if err := json.Unmarshal(body, &pairs); err != nil {
+		b.Fatalf("decoding %s: %v", prefix, err)
+	}
+	at := map[uint64]bool{}
+	last = index
+	for _, p := range pairs {
+		if p.ModifyIndex > index && p.Key != prefix+"/leader" {
+			keys++
+			at[p.ModifyIndex] = true
+			last = max(last, p.ModifyIndex)
+		}
+	}
+	return keys, len(at), last
+}
