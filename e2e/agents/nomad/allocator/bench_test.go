@@ -60,7 +60,6 @@ func BenchmarkRound200Jobs(b *testing.B) {
 	b.ReportMetric(roundSeconds/float64(b.N), "round-s/op")
 }
 
-
 // readRecord decodes round n's record, joining its parts when the store wrote it in parts
 // (fairness/consulstore/parts.go).
 func readRecord(tb testing.TB, cs *testenv.Consul, n int, v any) {
