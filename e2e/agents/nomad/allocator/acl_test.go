@@ -162,7 +162,7 @@ func TestACLPoliciesAndReports(t *testing.T) {
 	}
 	for _, id := range []string{"job-a", "job-b"} {
 		var rec struct{ Status string }
-		readKV(t, cs, prefix+"/jobs/default/"+id, &rec)
+		readJob(t, cs, "default/"+id, &rec)
 		if rec.Status != "running" {
 			t.Errorf("%s's record after the refused round: status %q, want running", id, rec.Status)
 		}
