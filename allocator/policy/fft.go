@@ -19,6 +19,10 @@ const (
 	FFTLagName       = "fft-lag"
 	FFTLateName      = "fft-late"
 	FFTRateName      = "fft-rate"
+	// FFTRateLowName is RateConfig with fairness weight 0.25: the
+	// configuration HEADLINE.md proposes as the default.
+	FFTRateLowName  = "fft-rate-w0.25"
+	FFTRateHighName = "fft-rate-w4"
 )
 
 // FFT runs the round engine (allocator.Decide) each round and keeps the
@@ -120,6 +124,13 @@ func RateConfig(opt Options, fairness float64) allocator.Config {
 
 // NewFFTRate is RateConfig with fairness weight 1.
 func NewFFTRate(opt Options) Policy { return NewFFTWith(FFTRateName, RateConfig(opt, 1)) }
+
+// NewFFTRateLow is RateConfig with fairness weight 0.25, the proposed
+// default (HEADLINE.md).
+func NewFFTRateLow(opt Options) Policy { return NewFFTWith(FFTRateLowName, RateConfig(opt, 0.25)) }
+
+// NewFFTRateHigh is RateConfig with fairness weight 4.
+func NewFFTRateHigh(opt Options) Policy { return NewFFTWith(FFTRateHighName, RateConfig(opt, 4)) }
 
 // NewFFTWith builds an FFT policy with any engine configuration.
 func NewFFTWith(name string, cfg allocator.Config) *FFT {

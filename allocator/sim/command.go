@@ -23,7 +23,7 @@ import (
 const CommandSynopsis = "Compare scheduling policies by simulation"
 
 // DefaultPolicies run when -policies is not given: FFT and every baseline.
-const DefaultPolicies = "fft,fft-rate,fft-remaining,fft-sticky,fifo,binpack,las,gavel-las,ftf,gavel-ftf,tiresias,allox,sia"
+const DefaultPolicies = "fft,fft-rate-w0.25,fft-remaining,fft-sticky,fifo,binpack,las,gavel-las,ftf,gavel-ftf,tiresias,allox,sia"
 
 // CommandHelp is the help text of `fftctl simulate`.
 func CommandHelp() string {
