@@ -6,8 +6,10 @@ GO       ?= go
 BIN      := bin
 # DEV_ARGS are more fftctl dev flags, e.g. make dev DEV_ARGS="-round 5s".
 DEV_ARGS ?=
+# VERSION is the release version for `make release`, e.g. make release VERSION=0.1.0.
+VERSION  ?=
 
-.PHONY: all build dev run round test deps agents vet unit e2e bench bench-e2e fuzz clean
+.PHONY: all build dev run round test deps agents vet unit e2e bench bench-e2e fuzz release clean
 
 all: build
 
@@ -15,8 +17,9 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 ## dev: the main job. `fftctl dev`: a local Consul agent, a Nomad server,
-## three Nomad clients with different fake GPU models, the fft-allocator and
-## a sample workload; it prints every round until Ctrl-C. The first run
+## three Nomad clients with different fake GPU models, the fft-allocator as
+## a Nomad job (jobspecs/fft-allocator.nomad.hcl) on two more clients, and a
+## sample workload; it prints every round until Ctrl-C. The first run
 ## builds the pinned Nomad and Consul agents into .cache (about 16 minutes on
 ## 2 cores); later runs start in seconds.
 dev: build
@@ -35,15 +38,21 @@ round:
 ## against a real Nomad 1.6.1 agent.
 test: deps vet agents unit e2e
 
-## deps: what the tests need beyond Go: GLPK's glpsol (Debian glpk-utils).
+## deps: what the tests need beyond Go: GLPK's glpsol (Debian glpk-utils),
+## for the solver's reference test, and Chromium (Debian chromium), for the
+## status page's browser test.
 deps:
-	@command -v glpsol >/dev/null 2>&1 || { \
+	@missing=""; \
+	command -v glpsol >/dev/null 2>&1 || missing="$$missing glpk-utils"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
-			echo "installing glpk-utils (glpsol) for the solver's reference test"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq glpk-utils >/dev/null; \
+			echo "installing$$missing (Debian) for the tests"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 		else \
-			echo "glpsol missing: run 'sudo apt-get install glpk-utils'" >&2; exit 1; \
-		fi; }
+			echo "missing:$$missing; run 'sudo apt-get install$$missing'" >&2; exit 1; \
+		fi; \
+	fi
 
 ## agents: the pinned Nomad 1.6.1 and Consul 1.16.1 agents, built once from
 ## their MPL modules into the ignored .cache folder (about 5 and 11 minutes
@@ -52,19 +61,20 @@ agents:
 	e2e/agents/build.sh >/dev/null
 	e2e/agents/build-consul.sh >/dev/null
 
+## vet: go vet in every module, and the check that the e2e module still builds
+## the Nomad agent from its pinned module versions (e2e/agents/pin.sh).
 vet:
 	$(GO) vet ./...
-	cd e2e/agentrun && $(GO) vet ./...
+	e2e/agents/pin.sh
 	cd e2e/agents/nomad && $(GO) vet ./...
 	cd e2e/agents/consul && $(GO) vet ./...
 
-## unit: the main module's tests, and those of e2e/agentrun (its own
-## module, which the dev cluster and the e2e tests share). The Consul store
+## unit: the main module's tests (e2e/agentrun, which the dev cluster and
+## the e2e tests share, is one of its packages). The Consul store
 ## tests use the cached Consul agent (FFT_E2E=1 makes its absence a failure).
 unit:
 	consul_bin=$$(e2e/agents/build-consul.sh) && \
-	FFT_E2E=1 FFT_CONSUL_BIN=$$consul_bin FFT_REQUIRE_GLPSOL=1 $(GO) test -count=1 ./...
-	cd e2e/agentrun && $(GO) test -count=1 ./...
+	FFT_E2E=1 FFT_CONSUL_BIN=$$consul_bin FFT_REQUIRE_GLPSOL=1 FFT_REQUIRE_BROWSER=1 $(GO) test -count=1 ./...
 
 ## e2e: builds the Nomad agent once from the pinned MPL module into the
 ## ignored .cache folder (e2e/agents/build.sh), then runs the tests that
@@ -90,7 +100,16 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzReadInstance -fuzztime 30s ./allocator/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./allocator/jobmeta/
 	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime 30s ./driver/device/
-	$(GO) test -run '^$$' -fuzz FuzzParseTrace -fuzztime 30s ./allocator/sim/
+	$(GO) test -run '^$$' -fuzz FuzzParseTrace -fuzztime 30s ./allocator/workload/
+	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime 30s ./driver/progress/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./allocator/report/
+	$(GO) test -run '^$$' -fuzz FuzzParseMarker -fuzztime 30s ./driver/task/
+
+## release: versioned archives of every binary for linux/amd64 and linux/arm64
+## in dist/ (<name>_<version>_<os>_<arch>.zip and nomad-fft_<version>_SHA256SUMS),
+## checked to run; VERSION=0.1.0 names the version (default: the latest v* tag).
+release:
+	VERSION=$(VERSION) .ci/release
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

@@ -65,7 +65,7 @@ func (c *Config) rateTerms(tr *Terms, j *Job, model string, debt, best float64) 
 	lost := math.Min(1, (c.SwitchPenalty(j, model)+math.Max(0, c.PreemptionPenalty(j, model)))/d)
 	sw := lost * benefit(tr.Throughput)
 	if c.PricePreemption && j.Running && j.LastModel != "" {
-		sw -= math.Min(1, c.RestartSeconds/c.RoundSeconds) * benefit(j.Throughput[j.LastModel])
+		sw -= math.Min(1, c.restartOf(j)/c.RoundSeconds) * benefit(j.Throughput[j.LastModel])
 	}
 	tr.Switch = c.Weights.Switch * sw
 }
@@ -119,8 +119,17 @@ func (c *Config) SwitchPenalty(j *Job, model string) float64 {
 	if j.LastModel == "" || j.LastModel == model {
 		return 0
 	}
-	secs := c.RestartSeconds + j.StateGB*8/c.TransferGbps
+	secs := c.restartOf(j) + j.StateGB*8/c.TransferGbps
 	return float64(j.GPUs) * secs / c.RoundSeconds
+}
+
+// restartOf is job j's restart time: what its task driver measured, else
+// the configured one.
+func (c *Config) restartOf(j *Job) float64 {
+	if j.RestartSeconds > 0 {
+		return j.RestartSeconds
+	}
+	return c.RestartSeconds
 }
 
 // PreemptionPenalty is our option's addition to s_j^i (0 unless
@@ -144,7 +153,7 @@ func (c *Config) PreemptionPenalty(j *Job, model string) float64 {
 	if !c.PricePreemption || j.LastModel == "" {
 		return 0
 	}
-	p := float64(j.GPUs) * c.RestartSeconds / c.RoundSeconds
+	p := float64(j.GPUs) * c.restartOf(j) / c.RoundSeconds
 	switch {
 	case j.Running:
 		return -p

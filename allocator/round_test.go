@@ -48,16 +48,16 @@ func TestValidateNamesJobAndField(t *testing.T) {
 	}{
 		{"negative work", newInstance().job("a", 1, -5, both(1, 1)), "a", "work", "> 0"},
 		{"NaN work", newInstance().job("a", 1, math.NaN(), both(1, 1)), "a", "work", "finite"},
-		{"negative throughput", newInstance().job("a", 1, 5, both(-1, 1)), "a", `throughput["V100"]`, ">= 0"},
+		{"negative throughput", newInstance().job("a", 1, 5, both(-1, 1)), "a", `throughput["V100"]`, "in [0, "},
 		{"NaN throughput", newInstance().job("a", 1, 5, both(math.NaN(), 1)), "a", `throughput["V100"]`, "finite"},
-		{"zero gpus", newInstance().job("a", 0, 5, both(1, 1)), "a", "gpus", ">= 1"},
+		{"zero gpus", newInstance().job("a", 0, 5, both(1, 1)), "a", "gpus", "in [1, "},
 		{"unknown model", newInstance().job("a", 1, 5, map[string]float64{"A100": 2}), "a", `throughput["A100"]`, "unknown model"},
 		{"fits no model: too many gpus", newInstance().job("a", 8, 5, both(1, 1)), "a", "throughput", "fits no model"},
 		{"fits no model: memory", newInstance().job("a", 1, 5, both(1, 1), func(j *allocator.Job) { j.MemoryGB = 40 }), "a", "throughput", "fits no model"},
 		{"duplicate id", newInstance().job("a", 1, 5, both(1, 1)).job("a", 1, 5, both(1, 1)), "a", "id", "unique"},
 		{"arrival in the future", newInstance().job("a", 1, 5, both(1, 1), func(j *allocator.Job) { j.Arrival = 11 }), "a", "arrival", "current round"},
 		{"unknown last model", newInstance().job("a", 1, 5, both(1, 1), func(j *allocator.Job) { j.LastModel = "T4" }), "a", "last_model", "model of the instance"},
-		{"negative state", newInstance().job("a", 1, 5, both(1, 1), func(j *allocator.Job) { j.StateGB = -1 }), "a", "state_gb", ">= 0"},
+		{"negative state", newInstance().job("a", 1, 5, both(1, 1), func(j *allocator.Job) { j.StateGB = -1 }), "a", "state_gb", "in [0, "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := allocator.Decide(context.Background(), &tc.b.in)
@@ -226,13 +226,15 @@ func TestReadInstanceRejectsUnknownFields(t *testing.T) {
 	}
 }
 
-// FuzzReadInstance: any input either fails with an error or decides; the
-// engine never panics.
+// FuzzReadInstance: any input either fails with an error or decides with
+// finite terms and a decision that encodes as JSON; the engine never panics.
 func FuzzReadInstance(f *testing.F) {
 	f.Add(string(allocator.ExampleRound()))
 	f.Add(`{"round": 0, "models": [{"name": "a", "gpus": 1}], "jobs": [{"id": "x", "gpus": 1, "work": 1, "throughput": {"a": 1}}]}`)
 	f.Add(`{"round": 3, "models": [{"name": "a", "gpus": 2}], "jobs": [{"id": "x", "gpus": 2, "work": 1e308, "throughput": {"a": 1e-308}}]}`)
 	f.Add(`{"models": [{"name": "a", "gpus": -1}]}`)
+	f.Add(round(nil))
+	f.Add(round(map[string]string{"%RHO%": "1e100", "%THETA%": "1e15", "%WORK%": "1", "%FWORK%": "1", "%CONFIG%": `{"weights": {"fairness": 1e6}}`}))
 	f.Fuzz(func(t *testing.T, s string) {
 		in, err := allocator.ReadInstanceString(s)
 		if err != nil {
@@ -242,11 +244,14 @@ func FuzzReadInstance(f *testing.F) {
 			return // keep each fuzz case fast
 		}
 		in.Config.NodeLimit = 1000
-		if _, err := allocator.Decide(context.Background(), in); err != nil {
+		d, err := allocator.Decide(context.Background(), in)
+		if err != nil {
 			var fe *allocator.FieldError
 			if errors.As(err, &fe) {
 				t.Fatalf("Decide found a field error that ReadInstance accepted: %v", err)
 			}
+			return
 		}
+		checkFinite(t, d)
 	})
 }

@@ -32,6 +32,9 @@ type Job struct {
 	MemoryGB float64 `json:"memory_gb,omitempty"`
 	// StateGB is the checkpoint size moved when the job changes model.
 	StateGB float64 `json:"state_gb,omitempty"`
+	// RestartSeconds is the job's own restart time, as its task driver
+	// measured it (start to first progress); 0 means Config.RestartSeconds.
+	RestartSeconds float64 `json:"restart_seconds,omitempty"`
 	// LastModel is the model the job last ran on, "" if it never ran.
 	LastModel string `json:"last_model,omitempty"`
 	// Running is true when the job ran last round (on LastModel) and holds
@@ -40,11 +43,15 @@ type Job struct {
 }
 
 // Remaining is the work still to do, never negative.
-func (j *Job) Remaining() float64 {
-	if j.Done >= j.Work {
+func (j *Job) Remaining() float64 { return Remaining(j.Work, j.Done) }
+
+// Remaining is work less done, never negative: the one definition the
+// engine and the policies share.
+func Remaining(work, done float64) float64 {
+	if done >= work {
 		return 0
 	}
-	return j.Work - j.Done
+	return work - done
 }
 
 // VolumeTerm selects what the volume part of the JCT surrogate counts.
@@ -98,6 +105,15 @@ type Config struct {
 	// Debt selects the fairness debt under ObjectiveUnits; ignored under
 	// the paper's objective. "" means DebtLag.
 	Debt Debt `json:"debt,omitempty"`
+}
+
+// WithWorld returns c with the facts of the cluster taken from w: the
+// round length and what a restart and a checkpoint transfer cost. They are
+// the operator's (or the simulator's) to say, not the objective's; the
+// weights, the volume term, preemption pricing and the node limit stay c's.
+func (c Config) WithWorld(w Config) Config {
+	c.RoundSeconds, c.RestartSeconds, c.TransferGbps = w.RoundSeconds, w.RestartSeconds, w.TransferGbps
+	return c
 }
 
 // Objective names the unit the cost terms are written in.
@@ -160,17 +176,35 @@ type Instance struct {
 	Config   Config         `json:"config"`
 }
 
-// Reason says why a job was left waiting.
-type Reason string
+// Reason says why a job was left waiting: a stable Code to match on (as
+// Kubernetes' condition reasons) and a Message for people. The zero Reason
+// means the job runs.
+type Reason struct {
+	Code    ReasonCode `json:"code"`
+	Message string     `json:"message"`
+}
 
-// Reasons a job is not scheduled. Exported so explanations can be matched.
-// A job that fits no model never gets this far: Validate rejects it with a
-// *FieldError naming the job, so the caller holds it with that reason.
+// ReasonCode is the stable part of a Reason.
+type ReasonCode string
+
+// Why a job waits. Exported so explanations can be matched by code.
 const (
-	// ReasonNotSelected: the job could run but the optimum leaves it out.
-	ReasonNotSelected Reason = "not selected: other jobs have lower cost for the GPUs this round"
-	// ReasonDone: the job has no work left.
-	ReasonDone Reason = "no work left"
+	// CodeNotSelected: the job could run but the policy leaves it out.
+	CodeNotSelected ReasonCode = "NotSelected"
+	// CodeDone: the job has no work left.
+	CodeDone ReasonCode = "Done"
+	// CodeNoFit: no model of the cluster, as it is now, can run the job
+	// (the round loop holds it; the message says why).
+	CodeNoFit ReasonCode = "NoFit"
+)
+
+// The reasons the engine gives. A job that fits no model never reaches the
+// engine: Validate rejects it with a *FieldError naming the job, and the
+// round loop holds it with ReasonNoFit's code and its own message.
+var (
+	ReasonNotSelected = Reason{CodeNotSelected, "not selected: other jobs have lower cost for the GPUs this round"}
+	ReasonDone        = Reason{CodeDone, "no work left"}
+	ReasonNoFit       = Reason{CodeNoFit, "no model of the cluster can run the job"}
 )
 
 // Terms are the parts of c_j^i for one job on one model.
@@ -194,7 +228,7 @@ type JobDecision struct {
 	ID string `json:"id"`
 	// Model is the chosen model, "" when the job waits this round.
 	Model  string  `json:"model"`
-	Reason Reason  `json:"reason,omitempty"`
+	Reason Reason  `json:"reason,omitzero"`
 	Rho    float64 `json:"rho"`
 	// Debt is the fairness debt that the credit multiplies under
 	// ObjectiveUnits (Config.JobDebt); 0 under the paper's.

@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 	"math"
+	"sort"
 )
 
 // FieldError is bad input: it names the job (or model), the field, the
@@ -24,46 +25,25 @@ func (e *FieldError) Error() string {
 func finiteNonNeg(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 }
 
 // Validate checks an instance and returns the first problem found, as a
-// *FieldError. It never panics on any input.
-func (in *Instance) Validate() error { return in.validate(nil) }
+// *FieldError: every value in its range (limits.go), and the fairness
+// state consistent with the jobs. It never panics on any input.
+func (in *Instance) Validate() error {
+	if err := in.validate(nil); err != nil {
+		return err
+	}
+	return in.validateFairness()
+}
 
-// validate is Validate; when theta is not nil (len N*M) it also receives
-// every job's throughput by model position, so pricing needs no second
-// pass over the throughput maps.
+// validate checks what the engine needs to price every option with finite
+// terms. When theta is not nil (len N*M) it also receives every job's
+// throughput by model position, so pricing needs no second pass over the
+// throughput maps.
 func (in *Instance) validate(theta []float64) error {
-	c := in.Config
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{
-		{"config.weights.jct", c.Weights.JCT},
-		{"config.weights.volume", c.Weights.Volume},
-		{"config.weights.switch", c.Weights.Switch},
-		{"config.weights.fairness", c.Weights.Fairness},
-		{"config.transfer_gbps", c.TransferGbps},
-		{"config.restart_seconds", c.RestartSeconds},
-	} {
-		if !finiteNonNeg(f.v) {
-			return &FieldError{"config", "config", f.name, f.v, "must be a finite number >= 0"}
-		}
+	if err := in.Config.Validate(); err != nil {
+		return err
 	}
-	if !(c.RoundSeconds > 0) || math.IsInf(c.RoundSeconds, 0) {
-		return &FieldError{"config", "config", "config.round_seconds", c.RoundSeconds, "must be a finite number > 0"}
-	}
-	if c.TransferGbps == 0 {
-		return &FieldError{"config", "config", "config.transfer_gbps", c.TransferGbps, "must be > 0"}
-	}
-	if c.Volume != VolumeTotal && c.Volume != VolumeRemaining && (c.Volume != VolumeRate || c.Objective != ObjectiveUnits) {
-		return &FieldError{"config", "config", "config.volume_term", c.Volume, `must be "total" (the paper), "remaining", or "rate" with objective "units"`}
-	}
-	if c.Objective != "" && c.Objective != ObjectivePaper && c.Objective != ObjectiveUnits {
-		return &FieldError{"config", "config", "config.objective", c.Objective, `must be "paper" (the default) or "units"`}
-	}
-	if c.Debt != "" && c.Debt != DebtShortfall && c.Debt != DebtLag && c.Debt != DebtLate && c.Debt != DebtFTF {
-		return &FieldError{"config", "config", "config.debt", c.Debt, `must be "lag" (the default), "late", "ftf" or "shortfall"`}
-	}
-	if c.NodeLimit < 0 {
-		return &FieldError{"config", "config", "config.node_limit", c.NodeLimit, "must be >= 0 (0 = default)"}
+	if !inRange(float64(in.Round), 0, MaxRound) {
+		return &FieldError{"instance", "", "round", in.Round, fmt.Sprintf("must be a round index in [0, %g]", MaxRound)}
 	}
 	if len(in.Models) == 0 {
 		return &FieldError{"instance", "", "models", "[]", "list at least one GPU model"}
@@ -80,11 +60,11 @@ func (in *Instance) validate(theta []float64) error {
 			return &FieldError{"model", id, "name", m.Name, "model names must be unique"}
 		}
 		models[m.Name] = k
-		if m.GPUs < 0 {
-			return &FieldError{"model", id, "gpus", m.GPUs, "must be >= 0"}
+		if m.GPUs < 0 || m.GPUs > MaxModelGPUs {
+			return &FieldError{"model", id, "gpus", m.GPUs, fmt.Sprintf("must be a GPU count in [0, %d]", MaxModelGPUs)}
 		}
-		if !finiteNonNeg(m.MemoryGB) {
-			return &FieldError{"model", id, "memory_gb", m.MemoryGB, "must be a finite number >= 0"}
+		if !inRange(m.MemoryGB, 0, MaxMemoryGB) {
+			return &FieldError{"model", id, "memory_gb", m.MemoryGB, fmt.Sprintf("must be a number in [0, %g] (0 = unknown)", MaxMemoryGB)}
 		}
 	}
 	ids := make(map[string]bool, len(in.Jobs))
@@ -104,6 +84,89 @@ func (in *Instance) validate(theta []float64) error {
 		if err := j.validate(in.Round, in.Models, models, row); err != nil {
 			return err
 		}
+		// rho multiplies theta in the credit term.
+		if rho := in.Fairness.Jobs[j.ID].Rho; !inRange(rho, 0, MaxRho) {
+			return &FieldError{"job", j.ID, "fairness.jobs.rho", rho, fmt.Sprintf("must be a number in [0, %g] (rho starts at 0 and never goes below)", MaxRho)}
+		}
+	}
+	return nil
+}
+
+// Validate checks that every setting is in its range (limits.go) and
+// returns the first problem as a *FieldError (Kind "config").
+func (c *Config) Validate() error {
+	bad := func(field string, v any, want string) error { return &FieldError{"config", "config", field, v, want} }
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"config.weights.jct", c.Weights.JCT},
+		{"config.weights.volume", c.Weights.Volume},
+		{"config.weights.switch", c.Weights.Switch},
+		{"config.weights.fairness", c.Weights.Fairness},
+	} {
+		if !inRange(f.v, 0, MaxWeight) {
+			return bad(f.name, f.v, fmt.Sprintf("must be a number in [0, %g] (0 turns the term off; the paper uses 1)", MaxWeight))
+		}
+	}
+	switch {
+	case !inRange(c.RoundSeconds, MinRoundSeconds, MaxRoundSeconds):
+		return bad("config.round_seconds", c.RoundSeconds, fmt.Sprintf("must be a round length in seconds in [%g, %g] (default 300)", MinRoundSeconds, MaxRoundSeconds))
+	case !inRange(c.TransferGbps, MinTransferGbps, MaxTransferGbps):
+		return bad("config.transfer_gbps", c.TransferGbps, fmt.Sprintf("must be a checkpoint transfer rate in Gbit/s in [%g, %g] (default 10)", MinTransferGbps, MaxTransferGbps))
+	case !inRange(c.RestartSeconds, 0, MaxRestartSeconds):
+		return bad("config.restart_seconds", c.RestartSeconds, fmt.Sprintf("must be a number of seconds in [0, %g] (default 30)", MaxRestartSeconds))
+	case c.Volume != VolumeTotal && c.Volume != VolumeRemaining && (c.Volume != VolumeRate || c.Objective != ObjectiveUnits):
+		return bad("config.volume_term", c.Volume, `must be "total" (the paper), "remaining", or "rate" with objective "units"`)
+	case c.Objective != "" && c.Objective != ObjectivePaper && c.Objective != ObjectiveUnits:
+		return bad("config.objective", c.Objective, `must be "paper" (the default) or "units"`)
+	case c.Debt != "" && c.Debt != DebtShortfall && c.Debt != DebtLag && c.Debt != DebtLate && c.Debt != DebtFTF:
+		return bad("config.debt", c.Debt, `must be "lag" (the default), "late", "ftf" or "shortfall"`)
+	case c.NodeLimit < 0:
+		return bad("config.node_limit", c.NodeLimit, "must be >= 0 (0 = default)")
+	}
+	return nil
+}
+
+// validateFairness checks the fairness state against the instance: every
+// record is finite and in range, names a job of the instance, and agrees
+// with that job's arrival and work (the ledger's tau was computed from
+// them). The round reads only rho; the rest catches a state that belongs
+// to another instance.
+func (in *Instance) validateFairness() error {
+	fs := &in.Fairness
+	if fs.Round != 0 && fs.Round != in.Round {
+		return &FieldError{"instance", "", "fairness.round", fs.Round, fmt.Sprintf("must be the instance's round %d (or omitted)", in.Round)}
+	}
+	jobs := make(map[string]*Job, len(in.Jobs))
+	for k := range in.Jobs {
+		jobs[in.Jobs[k].ID] = &in.Jobs[k]
+	}
+	ids := make([]string, 0, len(fs.Jobs))
+	for id := range fs.Jobs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids) // report the same first problem every time
+	for _, id := range ids {
+		st := fs.Jobs[id]
+		bad := func(field string, v any, want string) error {
+			return &FieldError{"job", id, "fairness.jobs." + field, v, want}
+		}
+		j, ok := jobs[id]
+		switch {
+		case !ok:
+			return bad("id", id, "names no job of the instance: remove the record or add the job to jobs")
+		case !inRange(st.Rho, 0, MaxRho):
+			return bad("rho", st.Rho, fmt.Sprintf("must be a number in [0, %g] (rho starts at 0 and never goes below)", MaxRho))
+		case st.Arrival != j.Arrival:
+			return bad("arrival", st.Arrival, fmt.Sprintf("must equal the job's arrival %d", j.Arrival))
+		case st.Work != j.Work:
+			return bad("work", st.Work, fmt.Sprintf("must equal the job's work %g", j.Work))
+		case math.IsNaN(st.Tau) || math.IsInf(st.Tau, 0) || st.Tau < float64(st.Arrival):
+			return bad("tau", st.Tau, fmt.Sprintf("must be a finite round >= the job's arrival %d (the equal-share finish a_j + W_j / r_j)", st.Arrival))
+		case !inRange(st.Weight, 0, MaxFairnessWeight):
+			return bad("weight", st.Weight, fmt.Sprintf("must be a number in [0, %g] (0 or absent = 1)", MaxFairnessWeight))
+		}
 	}
 	return nil
 }
@@ -111,16 +174,18 @@ func (in *Instance) validate(theta []float64) error {
 func (j *Job) validate(round int, models []Model, index map[string]int, row []float64) error {
 	bad := func(field string, v any, want string) error { return &FieldError{"job", j.ID, field, v, want} }
 	switch {
-	case j.GPUs <= 0:
-		return bad("gpus", j.GPUs, "must be >= 1 (the job's gang size)")
-	case !(j.Work > 0) || math.IsInf(j.Work, 0):
-		return bad("work", j.Work, "must be a finite number > 0")
+	case j.GPUs <= 0 || j.GPUs > MaxJobGPUs:
+		return bad("gpus", j.GPUs, fmt.Sprintf("must be in [1, %d] (the job's gang size)", MaxJobGPUs))
+	case !inOpenRange(j.Work, 0, MaxWork):
+		return bad("work", j.Work, fmt.Sprintf("must be a finite number > 0 and at most %g", MaxWork))
 	case !finiteNonNeg(j.Done):
 		return bad("done", j.Done, "must be a finite number >= 0")
-	case !finiteNonNeg(j.MemoryGB):
-		return bad("memory_gb", j.MemoryGB, "must be a finite number >= 0")
-	case !finiteNonNeg(j.StateGB):
-		return bad("state_gb", j.StateGB, "must be a finite number >= 0")
+	case !inRange(j.MemoryGB, 0, MaxMemoryGB):
+		return bad("memory_gb", j.MemoryGB, fmt.Sprintf("must be a finite number in [0, %g] (0 = no need declared)", MaxMemoryGB))
+	case !inRange(j.StateGB, 0, MaxStateGB):
+		return bad("state_gb", j.StateGB, fmt.Sprintf("must be a finite number in [0, %g] (checkpoint size in GB)", MaxStateGB))
+	case !inRange(j.RestartSeconds, 0, MaxRestartSeconds):
+		return bad("restart_seconds", j.RestartSeconds, fmt.Sprintf("must be a number of seconds in [0, %g] (0 = the config's)", MaxRestartSeconds))
 	case j.Arrival < 0 || j.Arrival > round:
 		return bad("arrival", j.Arrival, fmt.Sprintf("must be a round in [0, %d] (the current round)", round))
 	case j.LastModel != "" && !known(index, j.LastModel):
@@ -131,11 +196,15 @@ func (j *Job) validate(round int, models []Model, index map[string]int, row []fl
 	fits := false
 	for name, theta := range j.Throughput {
 		i, ok := index[name]
+		field := fmt.Sprintf("throughput[%q]", name)
 		if !ok {
-			return bad(fmt.Sprintf("throughput[%q]", name), theta, "unknown model: name one of the instance's models")
+			return bad(field, theta, "unknown model: name one of the instance's models")
 		}
-		if !finiteNonNeg(theta) {
-			return bad(fmt.Sprintf("throughput[%q]", name), theta, "must be a finite number >= 0 (0 = cannot run there)")
+		if !inRange(theta, 0, MaxThroughput) {
+			return bad(field, theta, fmt.Sprintf("must be a finite number in [0, %g] (0 = cannot run there)", MaxThroughput))
+		}
+		if err := RatioError(j.Work, theta); err != "" {
+			return bad(field, theta, err)
 		}
 		fits = fits || j.fits(&models[i], theta)
 		if row != nil {
@@ -148,6 +217,18 @@ func (j *Job) validate(round int, models []Model, index map[string]int, row []fl
 	return nil
 }
 
+// RatioError says what is wrong when a throughput theta > 0 and the work
+// are too far apart for the cost terms to stay finite (MaxWorkRatio), or
+// returns "". theta = 0 (the job cannot run there) is always fine. Parsers
+// of user input (jobspec meta, traces) call it to reject such a job early.
+func RatioError(work, theta float64) string {
+	if theta == 0 || (work/theta <= MaxWorkRatio && theta/work <= MaxWorkRatio) {
+		return ""
+	}
+	return fmt.Sprintf("work %g / throughput %g = %g rounds to finish: must be %g to %g rounds on every model the job can use (fix the work or the throughput, or give 0 to exclude the model)",
+		work, theta, work/theta, 1/MaxWorkRatio, MaxWorkRatio)
+}
+
 func known(index map[string]int, name string) bool {
 	_, ok := index[name]
 	return ok
@@ -156,9 +237,15 @@ func known(index map[string]int, name string) bool {
 // fits is the exclusion rule for job j on model m with throughput theta: a
 // positive throughput, enough GPUs and enough memory per GPU (memory 0 on
 // either side means not declared).
-func (j *Job) fits(m *Model, theta float64) bool {
-	if theta <= 0 || m.GPUs < j.GPUs {
+func (j *Job) fits(m *Model, theta float64) bool { return Fits(m, j.GPUs, j.MemoryGB, theta) }
+
+// Fits is the one rule for whether a job can run on model m: a positive
+// throughput theta there, at least gpus GPUs of it, and enough memory per
+// GPU (0 on either side means not declared, and then memory excludes
+// nothing). The engine, the policies and the round loop all ask it.
+func Fits(m *Model, gpus int, memoryGB, theta float64) bool {
+	if !(theta > 0) || m.GPUs < gpus {
 		return false
 	}
-	return j.MemoryGB == 0 || m.MemoryGB == 0 || j.MemoryGB <= m.MemoryGB
+	return memoryGB == 0 || m.MemoryGB == 0 || memoryGB <= m.MemoryGB
 }

@@ -208,13 +208,21 @@ func (st JobState) span() float64 { return math.Max(st.Tau-float64(st.Arrival), 
 // shorter than a thousandth of a round only arises from degenerate input.
 const minSpan = 1e-3
 
+// MaxRho caps rho: the round engine multiplies rho by a throughput and a
+// weight, and a finite product needs a bounded rho. Within the engine's
+// input ranges (allocator/limits.go) rho grows by at most about 1e27 a
+// round, so the cap is never reached by real input; it only keeps a
+// degenerate ledger storable and usable.
+const MaxRho = 1e100
+
 // Advance applies Eq. 5 for round t: rho(t+1) = max(0, rho(t) + mu(t) *
 // (f - achieved)), where achieved maps job id to the work the job got in
 // round t (sum_i theta_j^i x_j^i; absent means 0). Jobs the ledger does not
-// hold are ignored. The state's round becomes t+1.
+// hold are ignored. The state's round becomes t+1. Rho never exceeds
+// MaxRho.
 func (s *State) Advance(t int, achieved map[string]float64) {
 	for id, st := range s.Jobs {
-		st.Rho = math.Max(0, st.Rho+st.Mu(t)*(st.FairShare()-achieved[id]))
+		st.Rho = math.Min(MaxRho, math.Max(0, st.Rho+st.Mu(t)*(st.FairShare()-achieved[id])))
 		s.Jobs[id] = st
 	}
 	s.Round = t + 1

@@ -9,3 +9,10 @@ var FS embed.FS
 
 // Train is the training job FFT schedules, fft-train.nomad.hcl.
 const Train = "fft-train.nomad.hcl"
+
+// Allocator runs fft-allocator itself as a Nomad service job, fft-allocator.nomad.hcl.
+const Allocator = "fft-allocator.nomad.hcl"
+
+// TrainDriver is the training job on the nomad-fft task driver, fft-train-driver.nomad.hcl:
+// fftctl dev's sample workload.
+const TrainDriver = "fft-train-driver.nomad.hcl"

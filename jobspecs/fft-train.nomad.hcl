@@ -96,6 +96,12 @@ job "fft-train" {
       driver       = "raw_exec"
       kill_timeout = "20s"
 
+      # The task's workload identity in NOMAD_TOKEN: what the allocator's progress endpoint
+      # (-progress-auth=nomad) takes as proof that a report comes from this job.
+      identity {
+        env = true
+      }
+
       config {
         command = "/bin/sh"
         # On its stop signal the "training" writes its checkpoint (here: a line) and exits.

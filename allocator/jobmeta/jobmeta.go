@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
 )
 
 // The job meta keys of the contract. A job is managed by FFT when it has
@@ -17,8 +19,14 @@ const (
 	// KeyWorkUnit names the unit of KeyWork, for example "epochs" or "steps".
 	KeyWorkUnit = "fft.work_unit"
 	// KeyThroughput is theta_j per GPU model: work units per round with all
-	// the job's GPUs, as "Model A=2.1,Model B=1.2" (required).
+	// the job's GPUs, as "Model A=2.1,Model B=1.2". It is optional: a job
+	// without it has Spec.LearnThroughput set, its rates to be learned
+	// online (package allocator/profile). Present but empty is an error.
 	KeyThroughput = "fft.throughput"
+	// KeyFamily is the job's family ("ResNet-50"): jobs of one family scale
+	// alike across GPU models, which the throughput estimator uses; default
+	// "" (none).
+	KeyFamily = "fft.family"
 	// KeyStateSize is the checkpoint size in GB moved when the job changes
 	// model (the switching penalty); default 0.
 	KeyStateSize = "fft.state_size"
@@ -42,7 +50,9 @@ const (
 const DefaultWorkUnit = "steps"
 
 // Limits on values. They keep the numbers the round engine multiplies and
-// divides far from overflow and make nonsense visible early.
+// divides far from overflow and make nonsense visible early; each is within
+// the engine's own range (allocator/limits.go), and so is the ratio of
+// fft.work to each throughput (allocator.MaxWorkRatio).
 const (
 	// MaxWork bounds fft.work: 1e12 units is more than any training run.
 	MaxWork = 1e12
@@ -65,7 +75,7 @@ const (
 // so a typo (fft.troughput) is caught rather than silently ignored.
 var knownKeys = map[string]bool{
 	KeyWork: true, KeyWorkUnit: true, KeyThroughput: true,
-	KeyStateSize: true, KeyUser: true, KeyWeight: true,
+	KeyStateSize: true, KeyUser: true, KeyWeight: true, KeyFamily: true,
 }
 
 // Spec is a job's validated FFT contract.
@@ -74,8 +84,14 @@ type Spec struct {
 	Work     float64 `json:"work"`
 	WorkUnit string  `json:"work_unit"`
 	// Throughput maps GPU model name to work units per round with GPUs
-	// GPUs of that model. Every value is > 0.
+	// GPUs of that model. Every value is > 0. It is nil when the job
+	// declares none (then LearnThroughput is true).
 	Throughput map[string]float64 `json:"throughput"`
+	// LearnThroughput marks a job without fft.throughput: its rates are
+	// unknown until measured or estimated.
+	LearnThroughput bool `json:"learn_throughput,omitempty"`
+	// Family is fft.family ("" when absent).
+	Family string `json:"family,omitempty"`
 	// StateGB is the checkpoint size.
 	StateGB float64 `json:"state_gb,omitempty"`
 	User    string  `json:"user,omitempty"`
@@ -132,7 +148,7 @@ func Parse(meta map[string]string, gpus int) (*Spec, error) {
 	}
 	sort.Strings(unknown)
 	for _, k := range unknown {
-		bad(k, meta[k], "one of fft.work, fft.work_unit, fft.throughput, fft.state_size, fft.user, fft.weight (this key is unknown)")
+		bad(k, meta[k], "one of fft.work, fft.work_unit, fft.throughput, fft.state_size, fft.user, fft.weight, fft.family (this key is unknown)")
 	}
 
 	s := &Spec{WorkUnit: DefaultWorkUnit, Weight: 1, GPUs: gpus}
@@ -151,7 +167,7 @@ func Parse(meta map[string]string, gpus int) (*Spec, error) {
 		}
 	}
 	if v, ok := meta[KeyThroughput]; !ok {
-		bad(KeyThroughput, "", `per-model throughput such as "NVIDIA A100-SXM4-40GB=2.1,Tesla V100-SXM2-16GB=1.2" (the key is required)`)
+		s.LearnThroughput = true
 	} else if tp, err := parseThroughput(v); err != "" {
 		bad(KeyThroughput, v, err)
 	} else {
@@ -171,11 +187,28 @@ func Parse(meta map[string]string, gpus int) (*Spec, error) {
 			s.User = t
 		}
 	}
+	if v, ok := meta[KeyFamily]; ok {
+		if t := strings.TrimSpace(v); t == "" || len(t) > maxText || !printable(t) {
+			bad(KeyFamily, v, fmt.Sprintf("a job family name such as \"ResNet-50\" (1 to %d printable characters), or no key", maxText))
+		} else {
+			s.Family = t
+		}
+	}
 	if v, ok := meta[KeyWeight]; ok {
 		if x, err := number(v, 0, MaxWeight); err != "" || x < MinWeight {
 			bad(KeyWeight, v, fmt.Sprintf("a fairness weight, a number from %g to %g (default 1)", MinWeight, MaxWeight))
 		} else {
 			s.Weight = x
+		}
+	}
+	if s.Work > 0 && s.Throughput != nil {
+		// The round engine's cost terms divide work by throughput and
+		// throughput by work: both must stay in range.
+		for _, name := range sortedNames(s.Throughput) {
+			if why := allocator.RatioError(s.Work, s.Throughput[name]); why != "" {
+				bad(KeyThroughput, meta[KeyThroughput], fmt.Sprintf("model %q with %s = %q: %s", name, KeyWork, meta[KeyWork], why))
+				break
+			}
 		}
 	}
 	if gpus <= 0 || gpus > MaxGPUs {
@@ -234,14 +267,19 @@ func printable(s string) bool {
 	return true
 }
 
-// FormatThroughput writes a throughput map in the fft.throughput syntax,
-// models sorted, so Parse(FormatThroughput(m)) == m.
-func FormatThroughput(tp map[string]float64) string {
+func sortedNames(tp map[string]float64) []string {
 	names := make([]string, 0, len(tp))
 	for n := range tp {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	return names
+}
+
+// FormatThroughput writes a throughput map in the fft.throughput syntax,
+// models sorted, so Parse(FormatThroughput(m)) == m.
+func FormatThroughput(tp map[string]float64) string {
+	names := sortedNames(tp)
 	parts := make([]string, len(names))
 	for i, n := range names {
 		parts[i] = n + "=" + strconv.FormatFloat(tp[n], 'g', -1, 64)

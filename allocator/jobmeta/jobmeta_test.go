@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
 )
 
 // meta builds a valid contract and applies edits; an empty value deletes the key.
@@ -57,6 +59,31 @@ func TestParseValid(t *testing.T) {
 	}
 }
 
+func TestParseOptionalThroughput(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		meta   map[string]string
+		learn  bool
+		tp     map[string]float64
+		family string
+	}{
+		{"declared", meta(), false, map[string]float64{"NVIDIA A100-SXM4-40GB": 2.1, "Tesla V100-SXM2-16GB": 1.2}, ""},
+		{"absent: learned", meta(KeyThroughput, ""), true, nil, ""},
+		{"absent, with family", meta(KeyThroughput, "", KeyFamily, " ResNet-50 "), true, nil, "ResNet-50"},
+		{"declared, with family", meta(KeyFamily, "LM"), false, map[string]float64{"NVIDIA A100-SXM4-40GB": 2.1, "Tesla V100-SXM2-16GB": 1.2}, "LM"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse(tc.meta, 1)
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if got.LearnThroughput != tc.learn || !reflect.DeepEqual(got.Throughput, tc.tp) || got.Family != tc.family {
+				t.Errorf("Parse = {learn %v, throughput %v, family %q}, want {%v, %v, %q}", got.LearnThroughput, got.Throughput, got.Family, tc.learn, tc.tp, tc.family)
+			}
+		})
+	}
+}
+
 func TestParseNotManaged(t *testing.T) {
 	if _, err := Parse(map[string]string{"owner": "bob"}, 1); !errors.Is(err, ErrNotManaged) {
 		t.Errorf("Parse of a job without fft. keys: err = %v, want ErrNotManaged", err)
@@ -81,13 +108,17 @@ func TestParseErrors(t *testing.T) {
 		{"infinite work", meta(KeyWork, "+Inf"), 1, KeyWork, "+Inf", "a number"},
 		{"huge work", meta(KeyWork, "1e300"), 1, KeyWork, "1e300", "at most"},
 		{"text work", meta(KeyWork, "ten"), 1, KeyWork, "ten", "a number"},
-		{"missing throughput", meta(KeyThroughput, ""), 1, KeyThroughput, "", "required"},
+		{"empty throughput", meta(KeyThroughput, " "), 1, KeyThroughput, " ", "MODEL=UNITS_PER_ROUND"},
+		{"blank family", meta(KeyFamily, " "), 1, KeyFamily, " ", "job family name"},
+		{"control character family", meta(KeyFamily, "a\x01"), 1, KeyFamily, "a\x01", "printable"},
 		{"throughput without =", meta(KeyThroughput, "A100"), 1, KeyThroughput, "A100", "MODEL=UNITS_PER_ROUND"},
 		{"throughput zero", meta(KeyThroughput, "A100=0"), 1, KeyThroughput, "A100=0", `model "A100" has "0"`},
 		{"throughput negative", meta(KeyThroughput, "A100=2,V100=-1"), 1, KeyThroughput, "A100=2,V100=-1", `model "V100" has "-1"`},
 		{"throughput duplicate", meta(KeyThroughput, "A100=2, A100=3"), 1, KeyThroughput, "A100=2, A100=3", "appears twice"},
 		{"throughput empty model", meta(KeyThroughput, "=2"), 1, KeyThroughput, "=2", "MODEL=UNITS_PER_ROUND"},
 		{"throughput trailing comma", meta(KeyThroughput, "A100=2,"), 1, KeyThroughput, "A100=2,", "MODEL=UNITS_PER_ROUND"},
+		{"work too large for a slow model", meta(KeyWork, "1e12", KeyThroughput, "A100=2,V100=1e-6"), 1, KeyThroughput, "A100=2,V100=1e-6", `model "V100" with fft.work = "1e12"`},
+		{"work too small for a fast model", meta(KeyWork, "1e-300", KeyThroughput, "A100=2"), 1, KeyThroughput, "A100=2", "rounds to finish"},
 		{"negative state size", meta(KeyStateSize, "-1"), 1, KeyStateSize, "-1", "checkpoint size in GB >= 0"},
 		{"zero weight", meta(KeyWeight, "0"), 1, KeyWeight, "0", "from 1e-06 to 1e+06"},
 		{"negative weight", meta(KeyWeight, "-2"), 1, KeyWeight, "-2", "fairness weight"},
@@ -119,6 +150,27 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("message %q does not name the key %q and what is expected", msg, tc.key)
 			}
 		})
+	}
+}
+
+// TestLimitsWithinEngine: a spec at every limit of the contract is one the
+// round engine accepts, so a job that passes Parse never fails a round.
+func TestLimitsWithinEngine(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		work, theta float64
+	}{
+		{"most work, slowest model", MaxWork, MaxWork / allocator.MaxWorkRatio},
+		{"least work, fastest model", MaxThroughput / allocator.MaxWorkRatio, MaxThroughput},
+	} {
+		in := allocator.Instance{
+			Config: allocator.DefaultConfig(),
+			Models: []allocator.Model{{Name: "A", GPUs: MaxGPUs}},
+			Jobs:   []allocator.Job{{ID: "j", GPUs: MaxGPUs, Work: tc.work, StateGB: MaxStateSizeGB, Throughput: map[string]float64{"A": tc.theta}}},
+		}
+		if err := in.Validate(); err != nil {
+			t.Errorf("%s: the engine rejects a spec at the contract's limits: %v", tc.name, err)
+		}
 	}
 }
 
@@ -154,9 +206,12 @@ func FuzzParse(f *testing.F) {
 	f.Add("-1", "", "A100", "x", " ", "0", 0)
 	f.Add("1e308", "steps", "=,=", "NaN", "\x00", "+Inf", 1)
 	f.Add("5", "", "a=1,a=2", "", "", "", 70000)
+	f.Add("5", "", "", "", "", "", 1)
+	f.Add("1e12", "", "a=1e-12", "", "", "", 1)
+	f.Add("1e-300", "", "a=1", "", "", "", 1)
 	f.Fuzz(func(t *testing.T, work, unit, tp, state, user, weight string, gpus int) {
-		m := map[string]string{KeyWork: work, KeyThroughput: tp}
-		for k, v := range map[string]string{KeyWorkUnit: unit, KeyStateSize: state, KeyUser: user, KeyWeight: weight} {
+		m := map[string]string{KeyWork: work}
+		for k, v := range map[string]string{KeyThroughput: tp, KeyWorkUnit: unit, KeyStateSize: state, KeyUser: user, KeyWeight: weight} {
 			if v != "" {
 				m[k] = v
 			}
@@ -173,13 +228,25 @@ func FuzzParse(f *testing.F) {
 		}
 		ok := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 		if !(spec.Work > 0 && ok(spec.Work)) || !(spec.Weight >= MinWeight && spec.Weight <= MaxWeight) || spec.StateGB < 0 || !ok(spec.StateGB) ||
-			spec.GPUs < 1 || len(spec.Throughput) == 0 {
+			spec.GPUs < 1 || (len(spec.Throughput) == 0) != spec.LearnThroughput || spec.LearnThroughput != (tp == "") {
 			t.Fatalf("accepted an invalid spec %+v from %q", spec, m)
 		}
 		for name, v := range spec.Throughput {
 			if name == "" || strings.ContainsAny(name, ",=") || !(v > 0) || !ok(v) {
 				t.Fatalf("accepted throughput %q=%v from %q", name, v, tp)
 			}
+		}
+		if spec.LearnThroughput {
+			return
+		}
+		// The engine accepts the job on models of its throughput.
+		in := allocator.Instance{Config: allocator.DefaultConfig(), Jobs: []allocator.Job{{
+			ID: "j", GPUs: spec.GPUs, Work: spec.Work, StateGB: spec.StateGB, Throughput: spec.Throughput}}}
+		for _, name := range sortedNames(spec.Throughput) {
+			in.Models = append(in.Models, allocator.Model{Name: name, GPUs: spec.GPUs})
+		}
+		if err := in.Validate(); err != nil {
+			t.Fatalf("Parse accepted %q but the round engine rejects it: %v", m, err)
 		}
 		back, bad := parseThroughput(FormatThroughput(spec.Throughput))
 		if bad != "" || !reflect.DeepEqual(back, spec.Throughput) {

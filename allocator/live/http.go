@@ -4,19 +4,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"io"
-	"math"
 	"net/http"
-	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/nomad-fft/nomad-fft/allocator/report"
 )
 
 // Handler serves the service's HTTP API:
 //
 //	GET /v1/health                     200 {"status":"ok"} while the last round succeeded (or none ran yet), else 503
 //	GET /v1/status                     the Status as JSON
-//	GET /v1/metrics                    Prometheus text exposition
+//	GET /v1/metrics                    Prometheus metrics, when WithMetrics gives their handler
+//	GET /ui                            the status page, when WithUI gives its handler
 //	PUT /v1/progress/{namespace}/{job} a job's progress report (POST works too)
 //
 // A progress report's body is the work units the job has done, a plain
@@ -24,12 +25,20 @@ import (
 // stored; 400 with a message naming the field and the fix when the body or
 // the path is wrong; 503 when the store failed (retry); 501 when the store
 // takes no reports. It only writes the store (ProgressReporter), so a
-// standby replica takes reports as well as the leader. From a task:
+// standby replica takes reports as well as the leader. With
+// WithTaskVerifier it also answers 401 without a token and 403 for a token
+// that is not one of the job's own tasks, and 409 for a report below the
+// last one from the same allocation. A report beyond the job's work is 400.
+// From a task:
 //
-//	curl -fsS -X PUT --data 42 http://127.0.0.1:4650/v1/progress/$NOMAD_NAMESPACE/$NOMAD_JOB_ID
-func Handler(s *Service) http.Handler {
+//	curl -fsS -X PUT -H "X-Nomad-Token: $NOMAD_TOKEN" --data 42 http://127.0.0.1:4650/v1/progress/$NOMAD_NAMESPACE/$NOMAD_JOB_ID
+func Handler(s *Service, opts ...HandlerOption) http.Handler {
+	var o handlerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	mux := http.NewServeMux()
-	progress := progressHandler(s)
+	progress := progressHandler(s, &o)
 	mux.Handle("PUT /v1/progress/{namespace}/{job}", progress)
 	mux.Handle("POST /v1/progress/{namespace}/{job}", progress)
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) {
@@ -43,11 +52,27 @@ func Handler(s *Service) http.Handler {
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.Status())
 	})
-	mux.HandleFunc("GET /v1/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		writeMetrics(w, s.Status())
-	})
+	if o.metrics != nil {
+		mux.Handle("GET /v1/metrics", o.metrics)
+	}
+	if o.ui != nil {
+		mux.Handle("GET /ui", o.ui)
+	}
 	return mux
+}
+
+// HandlerOption configures Handler.
+type HandlerOption func(*handlerOptions)
+
+type handlerOptions struct {
+	metrics, ui http.Handler
+	verifier    TaskVerifier
+}
+
+// WithMetrics serves h on GET /v1/metrics (package allocator/telemetry's Prometheus handler,
+// which imports this package and so cannot be wired from here).
+func WithMetrics(h http.Handler) HandlerOption {
+	return func(o *handlerOptions) { o.metrics = h }
 }
 
 // maxProgressBody bounds a progress report's body; a number or a small
@@ -55,11 +80,12 @@ func Handler(s *Service) http.Handler {
 const maxProgressBody = 1 << 10
 
 // progressUsage is the fix every rejected report is told.
-const progressUsage = `the body is the work units done, a number >= 0 such as 42 or JSON {"done": 42}`
+const progressUsage = report.Usage
 
-func progressHandler(s *Service) http.Handler {
+func progressHandler(s *Service, o *handlerOptions) http.Handler {
+	var last lastReports
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rep, ok := s.store.(ProgressReporter)
+		rep, ok := s.loop.Store().(loop.ProgressReporter)
 		if !ok {
 			writeError(w, http.StatusNotImplemented, "this allocator's store takes no progress reports")
 			return
@@ -72,6 +98,12 @@ func progressHandler(s *Service) http.Handler {
 				return
 			}
 		}
+		alloc, denied := o.authorize(r, ns, job)
+		if denied != nil {
+			s.opts.log.Warn("progress report refused", "job", ns+"/"+job, "error", denied.msg)
+			writeError(w, denied.code, denied.msg)
+			return
+		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxProgressBody))
 		if err != nil {
 			var tooBig *http.MaxBytesError
@@ -82,60 +114,35 @@ func progressHandler(s *Service) http.Handler {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("reading the body: %v", err))
 			return
 		}
-		done, err := parseProgress(body)
+		rp, err := parseProgress(body)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
+		done := rp.Done
 		id := ns + "/" + job
-		if err := rep.ReportProgress(r.Context(), id, done); err != nil {
+		if work, ok := s.jobWork(id); ok && done > work {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("done = %g is beyond the job's fft.work = %g: report the work units done so far, at most the job's work", done, work))
+			return
+		}
+		if why := last.check(id, alloc, done); why != "" {
+			writeError(w, http.StatusConflict, why)
+			return
+		}
+		if err := storeReport(r.Context(), rep, id, rp); err != nil {
 			s.opts.log.Warn("storing a progress report failed", "job", id, "done", done, "error", err)
 			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("storing the report failed, retry: %v", err))
 			return
 		}
-		s.opts.log.Debug("progress reported", "job", id, "done", done)
+		last.record(id, alloc, done)
+		s.opts.log.Debug("progress reported", "job", id, "done", done, "alloc", alloc)
 		writeJSON(w, http.StatusOK, map[string]any{"job": id, "done": done})
 	})
 }
 
-// parseProgress reads a progress report's body: a number, or a JSON object
-// whose only field is "done". It returns an error naming the field and the
-// fix.
-func parseProgress(body []byte) (float64, error) {
-	text := strings.TrimSpace(string(body))
-	var done float64
-	switch {
-	case text == "":
-		return 0, fmt.Errorf("empty body: %s", progressUsage)
-	case strings.HasPrefix(text, "{"):
-		var v struct {
-			Done *float64 `json:"done"`
-		}
-		dec := json.NewDecoder(strings.NewReader(text))
-		dec.DisallowUnknownFields()
-		err := dec.Decode(&v)
-		if err == nil && dec.More() {
-			err = errors.New("text after the object")
-		}
-		if err != nil {
-			return 0, fmt.Errorf("body %q is not a JSON object with the one field \"done\" (%v): %s", text, err, progressUsage)
-		}
-		if v.Done == nil {
-			return 0, fmt.Errorf("body %q has no field \"done\": %s", text, progressUsage)
-		}
-		done = *v.Done
-	default:
-		x, err := strconv.ParseFloat(text, 64)
-		if err != nil {
-			return 0, fmt.Errorf("body %q is not a number: %s", text, progressUsage)
-		}
-		done = x
-	}
-	if !(done >= 0) || math.IsInf(done, 0) {
-		return 0, fmt.Errorf("done = %g is not a finite number >= 0: %s", done, progressUsage)
-	}
-	return done, nil
-}
+// parseProgress reads a progress report's body (package report): a number,
+// or a JSON object with "done" and the fields a task driver measured.
+func parseProgress(body []byte) (report.Report, error) { return report.Parse(body) }
 
 // writeError answers a request that failed with {"error": msg}.
 func writeError(w http.ResponseWriter, code int, msg string) {
@@ -151,58 +158,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v)
 }
 
-// writeMetrics writes the status as Prometheus metrics (text format 0.0.4).
-func writeMetrics(w http.ResponseWriter, st Status) {
-	metric := func(name, typ, help string, lines ...string) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-		for _, l := range lines {
-			fmt.Fprintf(w, "%s%s\n", name, l)
-		}
-	}
-	num := func(v float64) string { return fmt.Sprintf(" %g", v) }
-	metric("fft_rounds_total", "counter", "Rounds run since start.", num(float64(st.Rounds)))
-	metric("fft_round_failures_total", "counter", "Rounds that failed.", num(float64(st.Failures)))
-	metric("fft_early_rounds_total", "counter", "Recorded rounds run before the schedule because a job arrived or finished.", num(float64(st.EarlyRounds)))
-	metric("fft_api_calls_total", "counter", "Nomad API calls made by recorded rounds and by the watcher between them.", num(float64(st.APICalls)))
-	metric("fft_apply_conflicts_total", "counter", "Check-and-set job writes lost to concurrent updates.", num(float64(st.Conflicts)))
-	metric("fft_apply_errors_total", "counter", "Failed job writes other than conflicts.", num(float64(st.ApplyErrors)))
-	var applied []string
-	for _, a := range []Action{ActionStart, ActionMigrate, ActionPark} {
-		applied = append(applied, fmt.Sprintf("{action=%q} %d", a, st.Applied[a]))
-	}
-	metric("fft_applied_changes_total", "counter", "Changes applied to jobs, by action.", applied...)
-	if last := st.Last; last != nil {
-		total := 0.0
-		for _, d := range last.Phases {
-			total += d
-		}
-		metric("fft_round_duration_seconds", "gauge", "Duration of the last recorded round.", num(total))
-		metric("fft_solve_seconds", "gauge", "Solve phase of the last recorded round.", num(last.SolveSeconds))
-		metric("fft_round", "gauge", "Number of the last recorded round.", num(float64(last.Round)))
-	}
-	states := map[string]int{StatusWaiting: 0, StatusRunning: 0, StatusFinished: 0, StatusFailed: 0, StatusNoFit: 0}
-	var rho []string
-	ids := make([]string, 0, len(st.Jobs))
-	for id := range st.Jobs {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		r := st.Jobs[id]
-		states[r.Status]++
-		if r.Status == StatusWaiting || r.Status == StatusRunning {
-			rho = append(rho, fmt.Sprintf("{job=\"%s\"} %g", escape(id), r.Rho))
-		}
-	}
-	var lines []string
-	for _, k := range []string{StatusWaiting, StatusRunning, StatusFinished, StatusFailed, StatusNoFit} {
-		lines = append(lines, fmt.Sprintf("{state=%q} %d", k, states[k]))
-	}
-	metric("fft_jobs", "gauge", "Jobs in the ledger by state.", lines...)
-	metric("fft_rho", "gauge", "Fairness compensation rho of each active job.", rho...)
-}
-
-// escape writes a Prometheus label value: backslash, quote and newline escaped.
-func escape(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+// WithUI serves h on GET /ui (package allocator/ui's status page).
+func WithUI(h http.Handler) HandlerOption {
+	return func(o *handlerOptions) { o.ui = h }
 }

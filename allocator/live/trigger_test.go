@@ -8,22 +8,23 @@ import (
 	"time"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
 func TestWantEarly(t *testing.T) {
 	for _, tc := range []struct {
-		kind          TriggerKind
+		kind          loop.TriggerKind
 		idle, waiting int
 		want          bool
 	}{
-		{TriggerArrival, 2, 0, true},
-		{TriggerArrival, 0, 3, false}, // nothing to run it on: wait for a finish or the schedule
-		{TriggerArrival, -1, 0, false},
-		{TriggerFinish, 0, 1, true},
-		{TriggerFinish, 4, 0, false}, // nobody needs the GPUs it frees
-		{TriggerUnheld, 0, 0, true},  // Nomad may place it before FFT decides
-		{TriggerSchedule, 2, 2, false},
-		{TriggerManual, 2, 2, false},
+		{loop.TriggerArrival, 2, 0, true},
+		{loop.TriggerArrival, 0, 3, false}, // nothing to run it on: wait for a finish or the schedule
+		{loop.TriggerArrival, -1, 0, false},
+		{loop.TriggerFinish, 0, 1, true},
+		{loop.TriggerFinish, 4, 0, false}, // nobody needs the GPUs it frees
+		{loop.TriggerUnheld, 0, 0, true},  // Nomad may place it before FFT decides
+		{loop.TriggerSchedule, 2, 2, false},
+		{loop.TriggerManual, 2, 2, false},
 	} {
 		if got := wantEarly(tc.kind, tc.idle, tc.waiting); got != tc.want {
 			t.Errorf("wantEarly(%s, idle %d, waiting %d) = %v, want %v", tc.kind, tc.idle, tc.waiting, got, tc.want)
@@ -35,58 +36,58 @@ func TestSchedule(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	// last is a round record that left idle GPUs and waiting jobs.
-	last := func(idle, waiting int) *RoundRecord {
-		r := &RoundRecord{IdleGPUs: idle, Jobs: []JobAudit{{ID: "default/running", Model: a100, Options: []allocator.Terms{{}}}}}
+	last := func(idle, waiting int) *loop.RoundRecord {
+		r := &loop.RoundRecord{IdleGPUs: idle, Jobs: []loop.JobAudit{{ID: "default/running", Model: a100, Options: []allocator.Terms{{}}}}}
 		for range waiting {
-			r.Jobs = append(r.Jobs, JobAudit{ID: "default/w", Options: []allocator.Terms{{}}})
+			r.Jobs = append(r.Jobs, loop.JobAudit{ID: "default/w", Options: []allocator.Terms{{}}})
 		}
-		r.Jobs = append(r.Jobs, JobAudit{ID: "default/no-fit", Reason: "no GPU model"}) // waits for nothing
+		r.Jobs = append(r.Jobs, loop.JobAudit{ID: "default/no-fit", Reason: "no GPU model"}) // waits for nothing
 		return r
 	}
 	type offer struct {
 		at   float64
-		tr   Trigger
+		tr   loop.Trigger
 		took bool
 	}
-	arrival := func(job string) Trigger { return Trigger{TriggerArrival, "default/" + job} }
-	finish := func(job string) Trigger { return Trigger{TriggerFinish, "default/" + job} }
+	arrival := func(job string) loop.Trigger { return loop.Trigger{Kind: loop.TriggerArrival, Job: "default/" + job} }
+	finish := func(job string) loop.Trigger { return loop.Trigger{Kind: loop.TriggerFinish, Job: "default/" + job} }
 	for _, tc := range []struct {
 		name       string
 		every, gap float64
-		rec        *RoundRecord
+		rec        *loop.RoundRecord
 		offers     []offer
 		wantAt     float64
-		wantKind   TriggerKind
+		wantKind   loop.TriggerKind
 		wantJobs   []string
 	}{
 		{name: "no trigger: the regular round", every: 300, gap: 5, rec: last(2, 0),
-			wantAt: 300, wantKind: TriggerSchedule},
+			wantAt: 300, wantKind: loop.TriggerSchedule},
 		{name: "arrival with idle GPUs waits out the gap", every: 300, gap: 5, rec: last(2, 0),
-			offers: []offer{{1, arrival("a"), true}}, wantAt: 5, wantKind: TriggerArrival, wantJobs: []string{"default/a"}},
+			offers: []offer{{1, arrival("a"), true}}, wantAt: 5, wantKind: loop.TriggerArrival, wantJobs: []string{"default/a"}},
 		{name: "arrival after the gap runs at once", every: 300, gap: 5, rec: last(2, 0),
-			offers: []offer{{42, arrival("a"), true}}, wantAt: 42, wantKind: TriggerArrival, wantJobs: []string{"default/a"}},
+			offers: []offer{{42, arrival("a"), true}}, wantAt: 42, wantKind: loop.TriggerArrival, wantJobs: []string{"default/a"}},
 		{name: "a burst is one round", every: 300, gap: 5, rec: last(1, 0),
 			offers: []offer{{1, arrival("b"), true}, {2, arrival("a"), true}, {3, arrival("b"), true}},
-			wantAt: 5, wantKind: TriggerArrival, wantJobs: []string{"default/a", "default/b"}},
+			wantAt: 5, wantKind: loop.TriggerArrival, wantJobs: []string{"default/a", "default/b"}},
 		{name: "arrival without idle GPUs waits for the schedule", every: 300, gap: 5, rec: last(0, 0),
-			offers: []offer{{10, arrival("a"), false}}, wantAt: 300, wantKind: TriggerSchedule},
+			offers: []offer{{10, arrival("a"), false}}, wantAt: 300, wantKind: loop.TriggerSchedule},
 		{name: "a finish starts a job that arrived meanwhile", every: 300, gap: 5, rec: last(0, 0),
 			offers: []offer{{10, arrival("a"), false}, {20, finish("x"), true}},
-			wantAt: 20, wantKind: TriggerFinish, wantJobs: []string{"default/x"}},
+			wantAt: 20, wantKind: loop.TriggerFinish, wantJobs: []string{"default/x"}},
 		{name: "a finish with a job left waiting", every: 300, gap: 5, rec: last(0, 1),
-			offers: []offer{{20, finish("x"), true}}, wantAt: 20, wantKind: TriggerFinish, wantJobs: []string{"default/x"}},
+			offers: []offer{{20, finish("x"), true}}, wantAt: 20, wantKind: loop.TriggerFinish, wantJobs: []string{"default/x"}},
 		{name: "a finish with nobody waiting", every: 300, gap: 5, rec: last(0, 0),
-			offers: []offer{{20, finish("x"), false}}, wantAt: 300, wantKind: TriggerSchedule},
+			offers: []offer{{20, finish("x"), false}}, wantAt: 300, wantKind: loop.TriggerSchedule},
 		{name: "an unheld job always", every: 300, gap: 5, rec: last(0, 0),
-			offers: []offer{{2, Trigger{TriggerUnheld, "default/u"}, true}}, wantAt: 5, wantKind: TriggerUnheld, wantJobs: []string{"default/u"}},
+			offers: []offer{{2, loop.Trigger{Kind: loop.TriggerUnheld, Job: "default/u"}, true}}, wantAt: 5, wantKind: loop.TriggerUnheld, wantJobs: []string{"default/u"}},
 		{name: "after a failed round only unheld jobs", every: 300, gap: 5, rec: nil,
-			offers: []offer{{2, arrival("a"), false}, {3, finish("x"), true}}, wantAt: 5, wantKind: TriggerFinish, wantJobs: []string{"default/x"}},
+			offers: []offer{{2, arrival("a"), false}, {3, finish("x"), true}}, wantAt: 5, wantKind: loop.TriggerFinish, wantJobs: []string{"default/x"}},
 		{name: "gap 0 turns early rounds off", every: 300, gap: 0, rec: last(2, 1),
-			offers: []offer{{2, arrival("a"), false}, {3, Trigger{TriggerUnheld, "default/u"}, false}}, wantAt: 300, wantKind: TriggerSchedule},
+			offers: []offer{{2, arrival("a"), false}, {3, loop.Trigger{Kind: loop.TriggerUnheld, Job: "default/u"}, false}}, wantAt: 300, wantKind: loop.TriggerSchedule},
 		{name: "a gap longer than the round leaves the schedule", every: 2, gap: 5, rec: last(2, 0),
-			offers: []offer{{1, arrival("a"), false}}, wantAt: 2, wantKind: TriggerSchedule},
+			offers: []offer{{1, arrival("a"), false}}, wantAt: 2, wantKind: loop.TriggerSchedule},
 		{name: "a trigger due after the regular round", every: 10, gap: 5, rec: last(2, 0),
-			offers: []offer{{11, arrival("a"), false}}, wantAt: 10, wantKind: TriggerSchedule},
+			offers: []offer{{11, arrival("a"), false}}, wantAt: 10, wantKind: loop.TriggerSchedule},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &schedule{every: time.Duration(tc.every * float64(time.Second)), gap: time.Duration(tc.gap * float64(time.Second))}
@@ -102,7 +103,7 @@ func TestSchedule(t *testing.T) {
 			}
 			// The round that runs resets it: the next one is regular again.
 			s.ran(gotAt, tc.rec)
-			if next, kind := s.next(); kind != TriggerSchedule || !next.Equal(gotAt.Add(s.every)) || s.jobs() != nil {
+			if next, kind := s.next(); kind != loop.TriggerSchedule || !next.Equal(gotAt.Add(s.every)) || s.jobs() != nil {
 				t.Errorf("after the round: next %s at %v, jobs %q", kind, next.Sub(t0), s.jobs())
 			}
 		})
@@ -158,15 +159,15 @@ func (c *fakeClock) Advance(d time.Duration) {
 // watchCluster is a fakeCluster that is also a Watcher: it passes on what
 // the test sends.
 type watchCluster struct {
-	*fakeCluster
-	triggers chan Trigger
+	*loop.Harness
+	triggers chan loop.Trigger
 
 	mu        sync.Mutex
-	out       chan<- Trigger
+	out       chan<- loop.Trigger
 	forwarded int
 }
 
-func (w *watchCluster) Watch(ctx context.Context, out chan<- Trigger) error {
+func (w *watchCluster) Watch(ctx context.Context, out chan<- loop.Trigger) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -195,12 +196,12 @@ func TestRunEarlyRound(t *testing.T) {
 	clk := &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
 	t0 := clk.now
 	wc := &watchCluster{
-		fakeCluster: &fakeCluster{models: []allocator.Model{{Name: a100, GPUs: 2}}, jobs: map[string]*Job{}},
-		triggers:    make(chan Trigger),
+		Harness:  &loop.Harness{Models: []allocator.Model{{Name: a100, GPUs: 2}}, Jobs: map[string]*loop.Job{}},
+		triggers: make(chan loop.Trigger),
 	}
-	recs := make(chan *RoundRecord, 8)
-	s := New(wc, wc, &memStore{}, WithClock(clk.Now), WithEarlyRounds(gap),
-		WithRoundHook(func(r *RoundRecord, err error) {
+	recs := make(chan *loop.RoundRecord, 8)
+	s := New(loop.New(wc, wc, loop.NewMemStore(false), loop.WithClock(clk.Now)), WithClock(clk.Now), WithEarlyRounds(gap),
+		WithRoundHook(func(r *loop.RoundRecord, err error) {
 			if err != nil {
 				t.Errorf("round failed: %v", err)
 			}
@@ -214,7 +215,7 @@ func TestRunEarlyRound(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	next := func() *RoundRecord {
+	next := func() *loop.RoundRecord {
 		t.Helper()
 		select {
 		case r := <-recs:
@@ -226,16 +227,16 @@ func TestRunEarlyRound(t *testing.T) {
 	}
 
 	r0 := next()
-	if r0.Trigger != TriggerSchedule || r0.IdleGPUs != 2 {
+	if r0.Trigger != loop.TriggerSchedule || r0.IdleGPUs != 2 {
 		t.Fatalf("first round: trigger %q, idle %d; want schedule, 2 idle", r0.Trigger, r0.IdleGPUs)
 	}
 	// Two jobs arrive one second later (the round hook ran, so Run is waiting: the cluster is
 	// the test's to change until a trigger wakes it).
-	wc.jobs["default/a"] = ptr(newJob("a").TP(a100, 1).OffPool().Obj())
-	wc.jobs["default/b"] = ptr(newJob("b").TP(a100, 1).OffPool().Obj())
+	wc.Set(loop.NewJob("a").TP(a100, 1).OffPool().Obj())
+	wc.Set(loop.NewJob("b").TP(a100, 1).OffPool().Obj())
 	clk.Advance(time.Second)
-	wc.triggers <- Trigger{TriggerArrival, "default/b"}
-	wc.triggers <- Trigger{TriggerArrival, "default/a"}
+	wc.triggers <- loop.Trigger{Kind: loop.TriggerArrival, Job: "default/b"}
+	wc.triggers <- loop.Trigger{Kind: loop.TriggerArrival, Job: "default/a"}
 	// Once Run has received both, the early round answers both whenever the timer fires.
 	for deadline := time.Now().Add(10 * time.Second); !wc.taken(2); {
 		if time.Now().After(deadline) {
@@ -245,7 +246,7 @@ func TestRunEarlyRound(t *testing.T) {
 	}
 	clk.Advance(gap - time.Second)
 	r1 := next()
-	if r1.Trigger != TriggerArrival || !reflect.DeepEqual(r1.TriggerJobs, []string{"default/a", "default/b"}) ||
+	if r1.Trigger != loop.TriggerArrival || !reflect.DeepEqual(r1.TriggerJobs, []string{"default/a", "default/b"}) ||
 		r1.Start != t0.Add(gap).Format(time.RFC3339Nano) || len(r1.Assignment) != 2 {
 		t.Errorf("early round: trigger %q for %q at %s, assignment %v; want one arrival round for a and b at +5s running both",
 			r1.Trigger, r1.TriggerJobs, r1.Start, r1.Assignment)
@@ -253,7 +254,7 @@ func TestRunEarlyRound(t *testing.T) {
 	// Both jobs run: the next round is the regular one, R after the early round.
 	clk.Advance(every)
 	r2 := next()
-	if r2.Trigger != TriggerSchedule || r2.Start != t0.Add(gap+every).Format(time.RFC3339Nano) || r2.TriggerJobs != nil {
+	if r2.Trigger != loop.TriggerSchedule || r2.Start != t0.Add(gap+every).Format(time.RFC3339Nano) || r2.TriggerJobs != nil {
 		t.Errorf("after the early round: trigger %q at %s; want schedule at +%s", r2.Trigger, r2.Start, gap+every)
 	}
 	if st := s.Status(); st.Rounds != 3 || st.EarlyRounds != 1 {

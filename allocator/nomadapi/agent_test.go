@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
 // EnvAgent names the HTTP address of a real Nomad cluster, with GPU clients in node pool
@@ -62,7 +62,7 @@ func TestAgentConcurrentUpdate(t *testing.T) {
 	t.Cleanup(func() { _, _, _ = nc.Jobs().Deregister(id, true, nil) })
 
 	key := ns + "/" + id
-	observed := func() *live.Snapshot {
+	observed := func() *loop.Snapshot {
 		t.Helper()
 		s, err := c.Observe(ctx)
 		if err != nil {
@@ -93,7 +93,7 @@ func TestAgentConcurrentUpdate(t *testing.T) {
 	}
 
 	assign := map[string]string{key: model}
-	res := c.Apply(ctx, live.Diff(snap.Jobs, assign))
+	res := c.Apply(ctx, loop.Diff(snap.Jobs, assign))
 	if !reflect.DeepEqual(res.Conflicts, []string{key}) || len(res.Errors) != 0 || res.Calls != 1 {
 		t.Fatalf("apply over the user's update = %+v; want one call, reported as a conflict on %s", res, key)
 	}
@@ -108,7 +108,7 @@ func TestAgentConcurrentUpdate(t *testing.T) {
 
 	// The next round reads the user's version and starts it, keeping the change.
 	snap = observed()
-	res = c.Apply(ctx, live.Diff(snap.Jobs, assign))
+	res = c.Apply(ctx, loop.Diff(snap.Jobs, assign))
 	if len(res.Conflicts)+len(res.Errors) != 0 || res.Calls != 1 {
 		t.Fatalf("the next round's apply = %+v; want one call, no conflict", res)
 	}

@@ -15,12 +15,12 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
-	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
 var (
-	_ live.Observer = (*Client)(nil)
-	_ live.Applier  = (*Client)(nil)
+	_ loop.Observer = (*Client)(nil)
+	_ loop.Applier  = (*Client)(nil)
 )
 
 // Client observes and changes a Nomad cluster for the allocator service.
@@ -70,8 +70,8 @@ func jobKey(ns, id string) string { return ns + "/" + id }
 
 // Observe reads GPU capacity per model and the FFT-managed jobs with their
 // allocations.
-func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
-	snap := &live.Snapshot{WatchCalls: int(c.watchCalls.Swap(0))}
+func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
+	snap := &loop.Snapshot{WatchCalls: int(c.watchCalls.Swap(0))}
 	models, calls, err := c.capacity(ctx)
 	snap.Calls += calls
 	if err != nil {
@@ -83,7 +83,7 @@ func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
 	stubs, _, err := c.nomad.Jobs().List(q)
 	snap.Calls++
 	if err != nil {
-		return nil, fmt.Errorf("listing jobs: %w", err)
+		return nil, fmt.Errorf("listing jobs: %w", needs(err, capListJobs))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -103,7 +103,7 @@ func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
 			job, _, err = c.nomad.Jobs().Info(s.ID, (&api.QueryOptions{Namespace: s.Namespace}).WithContext(ctx))
 			snap.Calls++
 			if err != nil {
-				return nil, fmt.Errorf("reading job %q: %w", key, err)
+				return nil, fmt.Errorf("reading job %q: %w", key, needs(err, capReadJob))
 			}
 			c.jobs[key] = job
 		}
@@ -125,7 +125,7 @@ func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
 	allocs, _, err := c.nomad.Allocations().List(aq)
 	snap.Calls++
 	if err != nil {
-		return nil, fmt.Errorf("listing allocations: %w", err)
+		return nil, fmt.Errorf("listing allocations: %w", needs(err, capReadJob))
 	}
 	byJob := map[string][]*api.AllocationListStub{}
 	for _, a := range allocs {
@@ -136,10 +136,10 @@ func (c *Client) Observe(ctx context.Context) (*live.Snapshot, error) {
 		key := jobKey(deref(job.Namespace), deref(job.ID))
 		spec, err := jobmeta.Parse(job.Meta, GPUDemand(job))
 		if err != nil {
-			snap.Invalid = append(snap.Invalid, live.Invalid{ID: key, Err: err.Error()})
+			snap.Invalid = append(snap.Invalid, loop.Invalid{ID: key, Err: err.Error()})
 			continue
 		}
-		j := live.Job{
+		j := loop.Job{
 			ID: key, Namespace: deref(job.Namespace), Name: deref(job.ID), Spec: spec,
 			Gated: Gated(job), OffPool: !InPool(job, c.pool), Model: SteeredModel(job),
 		}
@@ -165,7 +165,7 @@ func candidate(s *api.JobListStub) bool {
 // none is left running, or one failed (or was lost), none replaces it and
 // Nomad marks the job dead. A stopped allocation (desired status stop, as a
 // park leaves it) is neither.
-func observeAllocs(j *live.Job, allocs []*api.AllocationListStub, dead bool) {
+func observeAllocs(j *loop.Job, allocs []*api.AllocationListStub, dead bool) {
 	completed, failed := false, false
 	sort.Slice(allocs, func(a, b int) bool { return allocs[a].ID < allocs[b].ID })
 	for _, a := range allocs {
@@ -218,7 +218,7 @@ func (c *Client) capacity(ctx context.Context) ([]allocator.Model, int, error) {
 	calls := 1
 	nodes, _, err := c.nomad.Nodes().List((&api.QueryOptions{Params: map[string]string{"resources": "true"}}).WithContext(ctx))
 	if err != nil {
-		return nil, calls, fmt.Errorf("listing nodes: %w", err)
+		return nil, calls, fmt.Errorf("listing nodes: %w", needs(err, capNodeRead))
 	}
 	gpus := map[string]int{}
 	outside := 0
@@ -231,7 +231,7 @@ func (c *Client) capacity(ctx context.Context) ([]allocator.Model, int, error) {
 			node, _, err := c.nomad.Nodes().Info(n.ID, (&api.QueryOptions{}).WithContext(ctx))
 			calls++
 			if err != nil {
-				return nil, calls, fmt.Errorf("reading node %s: %w", n.ID, err)
+				return nil, calls, fmt.Errorf("reading node %s: %w", n.ID, needs(err, capNodeRead))
 			}
 			res = node.NodeResources
 		}
@@ -300,8 +300,8 @@ func poolWarning(pool string, inside, outside int) string {
 // check-and-set registration at the JobModifyIndex the round observed, so a
 // user's concurrent update wins and the job is re-read next round. A change
 // the job already shows costs no call.
-func (c *Client) Apply(ctx context.Context, p *live.Plan) live.ApplyResult {
-	var res live.ApplyResult
+func (c *Client) Apply(ctx context.Context, p *loop.Plan) loop.ApplyResult {
+	var res loop.ApplyResult
 	for _, ch := range p.Changes() {
 		if err := c.apply(ctx, ch, &res); err != nil {
 			if errors.Is(err, errConflict) {
@@ -312,7 +312,7 @@ func (c *Client) Apply(ctx context.Context, p *live.Plan) live.ApplyResult {
 			continue
 		}
 		if res.Applied == nil {
-			res.Applied = map[live.Action]int{}
+			res.Applied = map[loop.Action]int{}
 		}
 		res.Applied[ch.Action]++
 	}
@@ -321,7 +321,7 @@ func (c *Client) Apply(ctx context.Context, p *live.Plan) live.ApplyResult {
 
 var errConflict = errors.New("job modify index changed")
 
-func (c *Client) apply(ctx context.Context, ch live.Change, res *live.ApplyResult) error {
+func (c *Client) apply(ctx context.Context, ch loop.Change, res *loop.ApplyResult) error {
 	j := ch.Job
 	c.mu.Lock()
 	cached := c.jobs[j.ID]
@@ -334,7 +334,7 @@ func (c *Client) apply(ctx context.Context, ch live.Change, res *live.ApplyResul
 	job := cached
 	changed := false
 	switch ch.Action {
-	case live.ActionStart, live.ActionMigrate:
+	case loop.ActionStart, loop.ActionMigrate:
 		changed = SetPool(job, c.pool)
 		changed = SetGate(job, false) || changed
 		if SteeredModel(job) != ch.Model {
@@ -343,7 +343,7 @@ func (c *Client) apply(ctx context.Context, ch live.Change, res *live.ApplyResul
 			}
 			changed = true
 		}
-	case live.ActionPark:
+	case loop.ActionPark:
 		changed = SetGate(job, true)
 	default:
 		return nil
@@ -358,16 +358,16 @@ func (c *Client) apply(ctx context.Context, ch live.Change, res *live.ApplyResul
 			if strings.Contains(err.Error(), api.RegisterEnforceIndexErrPrefix) {
 				return fmt.Errorf("%w: %v", errConflict, err)
 			}
-			return fmt.Errorf("registering: %w", err)
+			return fmt.Errorf("registering: %w", needs(err, capSubmitJob))
 		}
 	}
-	if ch.Action == live.ActionPark {
+	if ch.Action == loop.ActionPark {
 		for _, id := range j.Allocs {
 			wq := (&api.QueryOptions{Namespace: j.Namespace}).WithContext(ctx)
 			_, err := c.nomad.Allocations().Stop(&api.Allocation{ID: id, Namespace: j.Namespace}, wq)
 			res.Calls++
 			if err != nil {
-				return fmt.Errorf("stopping allocation %s: %w", id, err)
+				return fmt.Errorf("stopping allocation %s: %w", id, needs(err, capAllocLifecycle))
 			}
 		}
 	}

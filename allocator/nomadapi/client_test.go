@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
-	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
 // fakeNomad serves the few Nomad HTTP API paths the Client uses, from
@@ -152,9 +152,9 @@ func TestApply(t *testing.T) {
 	f, c := newFake(t)
 	ctx := context.Background()
 	snap, _ := c.Observe(ctx)
-	p := live.Diff(snap.Jobs, map[string]string{"default/train": "A100"})
+	p := loop.Diff(snap.Jobs, map[string]string{"default/train": "A100"})
 	res := c.Apply(ctx, p)
-	if res.Calls != 1 || len(res.Errors) != 0 || len(res.Conflicts) != 0 || len(f.registers) != 1 || res.Applied[live.ActionStart] != 1 {
+	if res.Calls != 1 || len(res.Errors) != 0 || len(res.Conflicts) != 0 || len(f.registers) != 1 || res.Applied[loop.ActionStart] != 1 {
 		t.Fatalf("start: %+v, %d registers", res, len(f.registers))
 	}
 	reg := f.registers[0]
@@ -169,12 +169,12 @@ func TestApply(t *testing.T) {
 	if j := snap.Jobs[0]; j.Gated || j.Model != "A100" || j.RunningModel != "A100" || len(j.Allocs) != 1 {
 		t.Fatalf("observed after start: %+v", j)
 	}
-	again := c.Apply(ctx, live.Diff(snap.Jobs, map[string]string{"default/train": "A100"}))
+	again := c.Apply(ctx, loop.Diff(snap.Jobs, map[string]string{"default/train": "A100"}))
 	if again.Calls != 0 {
 		t.Errorf("re-applying the same decision made %d calls, want 0", again.Calls)
 	}
-	res = c.Apply(ctx, live.Diff(snap.Jobs, nil))
-	if res.Calls != 2 || !reflect.DeepEqual(f.stopped, []string{"al1"}) || !Gated(f.jobs["train"]) || !reflect.DeepEqual(res.Applied, map[live.Action]int{live.ActionPark: 1}) {
+	res = c.Apply(ctx, loop.Diff(snap.Jobs, nil))
+	if res.Calls != 2 || !reflect.DeepEqual(f.stopped, []string{"al1"}) || !Gated(f.jobs["train"]) || !reflect.DeepEqual(res.Applied, map[loop.Action]int{loop.ActionPark: 1}) {
 		t.Errorf("park: %+v, stopped %q, gated %v; want 2 calls, al1 stopped, gated", res, f.stopped, Gated(f.jobs["train"]))
 	}
 }
@@ -205,7 +205,7 @@ func TestNodePoolObserveAndStart(t *testing.T) {
 	if want := map[string][2]bool{"default/plain": {false, true}, "default/train": {true, true}}; !reflect.DeepEqual(held, want) {
 		t.Errorf("(gated, off pool) = %v, want %v", held, want)
 	}
-	p := live.Diff(snap.Jobs, map[string]string{"default/plain": "A100"})
+	p := loop.Diff(snap.Jobs, map[string]string{"default/plain": "A100"})
 	if len(p.Start) != 1 || len(p.Keep) != 1 || len(p.Park) != 0 {
 		t.Fatalf("plan %s: want plain started, train kept held without a write", p.GoString())
 	}
@@ -253,7 +253,7 @@ func TestApplyConflict(t *testing.T) {
 	user.Meta = map[string]string{"fft.work": "20", "fft.throughput": "A100=2"}
 	f.jobs["train"] = &user
 
-	res := c.Apply(ctx, live.Diff(snap.Jobs, map[string]string{"default/train": "A100"}))
+	res := c.Apply(ctx, loop.Diff(snap.Jobs, map[string]string{"default/train": "A100"}))
 	if !reflect.DeepEqual(res.Conflicts, []string{"default/train"}) || len(res.Errors) != 0 || len(f.registers) != 0 {
 		t.Fatalf("apply over a concurrent update: %+v, %d registers; want one conflict and no write", res, len(f.registers))
 	}
@@ -264,7 +264,7 @@ func TestApplyConflict(t *testing.T) {
 	if snap.Jobs[0].ModifyIndex != 11 || snap.Jobs[0].Spec.Work != 20 {
 		t.Errorf("next observation: %+v, want the user's version (index 11, work 20)", snap.Jobs[0])
 	}
-	res = c.Apply(ctx, live.Diff(snap.Jobs, map[string]string{"default/train": "A100"}))
+	res = c.Apply(ctx, loop.Diff(snap.Jobs, map[string]string{"default/train": "A100"}))
 	if len(res.Conflicts) != 0 || len(f.registers) != 1 || f.registers[0].JobModifyIndex != 11 {
 		t.Errorf("retry next round: %+v, registers %d", res, len(f.registers))
 	}

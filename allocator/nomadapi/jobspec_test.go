@@ -5,7 +5,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
 func gpuJob(deviceName string, count uint64, groupCount int, cons ...*api.Constraint) *api.Job {
@@ -168,7 +168,7 @@ func TestObserveAllocs(t *testing.T) {
 			{ID: "a", DesiredStatus: "stop", ClientStatus: "complete", AllocatedResources: res("V")},
 			{ID: "b", DesiredStatus: "run", ClientStatus: "pending", AllocatedResources: res("A")}}, 1, "A", false, false, false},
 	} {
-		j := live.Job{Model: "steered"}
+		j := loop.Job{Model: "steered"}
 		observeAllocs(&j, tc.allocs, tc.dead)
 		if len(j.Allocs) != tc.wantN || j.RunningModel != tc.wantModel || j.Finished != tc.finished || j.Failed != tc.failed {
 			t.Errorf("%s: allocs %v model %q finished %v failed %v; want %d, %q, %v, %v",

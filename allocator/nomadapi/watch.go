@@ -12,10 +12,10 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
-	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
-var _ live.Watcher = (*Client)(nil)
+var _ loop.Watcher = (*Client)(nil)
 
 const (
 	// watchInterval is the least time between two blocking queries on one
@@ -37,7 +37,7 @@ const (
 // the last Observe (the baseline when there was none); the first allocation
 // list is the baseline. A failed query is retried with backoff. Every call
 // counts in the next Observe's WatchCalls.
-func (c *Client) Watch(ctx context.Context, out chan<- live.Trigger) error {
+func (c *Client) Watch(ctx context.Context, out chan<- loop.Trigger) error {
 	w := &watcher{c: c, out: out}
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -90,7 +90,7 @@ func sleep(ctx context.Context, d time.Duration) {
 // watcher holds what the two lists looked like last time.
 type watcher struct {
 	c   *Client
-	out chan<- live.Trigger
+	out chan<- loop.Trigger
 
 	mu sync.Mutex
 	// managed are the managed jobs the job list last showed (nil before
@@ -100,7 +100,7 @@ type watcher struct {
 	status  map[string]string
 }
 
-func (w *watcher) send(ctx context.Context, trs []live.Trigger) {
+func (w *watcher) send(ctx context.Context, trs []loop.Trigger) {
 	for _, tr := range trs {
 		w.c.log.Debug("cluster change", "trigger", tr.Kind, "job", tr.Job)
 		select {
@@ -115,7 +115,7 @@ func (w *watcher) jobs(ctx context.Context, index uint64) (uint64, error) {
 	q := (&api.QueryOptions{Namespace: "*", WaitIndex: index, WaitTime: watchWait, Params: map[string]string{"meta": "true"}}).WithContext(ctx)
 	stubs, meta, err := w.c.nomad.Jobs().List(q)
 	if err != nil {
-		return 0, fmt.Errorf("listing jobs: %w", err)
+		return 0, fmt.Errorf("listing jobs: %w", needs(err, capListJobs))
 	}
 	cur := managedStubs(stubs)
 	w.mu.Lock()
@@ -133,12 +133,12 @@ func (w *watcher) jobs(ctx context.Context, index uint64) (uint64, error) {
 		return meta.LastIndex, nil
 	}
 	arrived, left := changedJobs(prev, cur)
-	var trs []live.Trigger
+	var trs []loop.Trigger
 	for _, id := range arrived {
-		trs = append(trs, live.Trigger{Kind: w.arrival(ctx, id), Job: id})
+		trs = append(trs, loop.Trigger{Kind: w.arrival(ctx, id), Job: id})
 	}
 	for _, id := range left {
-		trs = append(trs, live.Trigger{Kind: live.TriggerFinish, Job: id})
+		trs = append(trs, loop.Trigger{Kind: loop.TriggerFinish, Job: id})
 	}
 	w.send(ctx, trs)
 	return meta.LastIndex, nil
@@ -146,25 +146,25 @@ func (w *watcher) jobs(ctx context.Context, index uint64) (uint64, error) {
 
 // arrival reads a job that appeared and says whether Nomad may place it on
 // its own (unheld) or it is held; a job that cannot be read counts as held.
-func (w *watcher) arrival(ctx context.Context, id string) live.TriggerKind {
+func (w *watcher) arrival(ctx context.Context, id string) loop.TriggerKind {
 	ns, name, _ := strings.Cut(id, "/")
 	job, _, err := w.c.nomad.Jobs().Info(name, (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
 	w.c.watchCalls.Add(1)
 	if err != nil {
 		w.c.log.Debug("reading an arrived job failed; taking it as held", "job", id, "error", err)
-		return live.TriggerArrival
+		return loop.TriggerArrival
 	}
 	if Gated(job) || !InPool(job, w.c.pool) {
-		return live.TriggerArrival
+		return loop.TriggerArrival
 	}
-	return live.TriggerUnheld
+	return loop.TriggerUnheld
 }
 
 func (w *watcher) allocs(ctx context.Context, index uint64) (uint64, error) {
 	q := (&api.QueryOptions{Namespace: "*", WaitIndex: index, WaitTime: watchWait}).WithContext(ctx)
 	allocs, meta, err := w.c.nomad.Allocations().List(q)
 	if err != nil {
-		return 0, fmt.Errorf("listing allocations: %w", err)
+		return 0, fmt.Errorf("listing allocations: %w", needs(err, capReadJob))
 	}
 	w.mu.Lock()
 	managed := w.managed
@@ -216,10 +216,10 @@ func terminal(status string) bool {
 // whose allocations ended on its own: it is meant to run (a park or an
 // update stops allocations with desired status stop) and its client status
 // became final since the last list, or it is new and already final.
-func endedAllocs(prev map[string]string, allocs []*api.AllocationListStub, managed map[string]bool) (map[string]string, []live.Trigger) {
+func endedAllocs(prev map[string]string, allocs []*api.AllocationListStub, managed map[string]bool) (map[string]string, []loop.Trigger) {
 	next := make(map[string]string, len(allocs))
 	seen := map[string]bool{}
-	var out []live.Trigger
+	var out []loop.Trigger
 	for _, a := range allocs {
 		next[a.ID] = a.ClientStatus
 		if prev == nil || a.DesiredStatus != api.AllocDesiredStatusRun || !terminal(a.ClientStatus) {
@@ -231,7 +231,7 @@ func endedAllocs(prev map[string]string, allocs []*api.AllocationListStub, manag
 		key := jobKey(a.Namespace, a.JobID)
 		if managed[key] && !seen[key] {
 			seen[key] = true
-			out = append(out, live.Trigger{Kind: live.TriggerFinish, Job: key})
+			out = append(out, loop.Trigger{Kind: loop.TriggerFinish, Job: key})
 		}
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].Job < out[b].Job })

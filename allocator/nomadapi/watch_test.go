@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
 func TestManagedStubsAndChangedJobs(t *testing.T) {
@@ -71,7 +71,7 @@ func TestEndedAllocs(t *testing.T) {
 		next, got := endedAllocs(tc.prev, tc.allocs, managed)
 		var jobs []string
 		for _, tr := range got {
-			if tr.Kind != live.TriggerFinish {
+			if tr.Kind != loop.TriggerFinish {
 				t.Errorf("%s: trigger kind %q", tc.name, tr.Kind)
 			}
 			jobs = append(jobs, tr.Job)
@@ -93,7 +93,7 @@ func TestWatch(t *testing.T) {
 	c.WithNodePool("gpu")
 	c.watchEvery = 5 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan live.Trigger, 16)
+	out := make(chan loop.Trigger, 16)
 	done := make(chan error, 1)
 	go func() { done <- c.Watch(ctx, out) }()
 	defer func() {
@@ -121,9 +121,9 @@ func TestWatch(t *testing.T) {
 			}
 		}
 	}
-	expect := func(want ...live.Trigger) {
+	expect := func(want ...loop.Trigger) {
 		t.Helper()
-		var got []live.Trigger
+		var got []loop.Trigger
 		for len(got) < len(want) {
 			select {
 			case tr := <-out:
@@ -148,14 +148,14 @@ func TestWatch(t *testing.T) {
 	f.mu.Lock()
 	f.jobs["held"] = nomadJob("held", managed, false) // in the default pool
 	f.mu.Unlock()
-	expect(live.Trigger{Kind: live.TriggerArrival, Job: "default/held"})
+	expect(loop.Trigger{Kind: loop.TriggerArrival, Job: "default/held"})
 
 	f.mu.Lock()
 	unheld := nomadJob("unheld", managed, false)
 	unheld.NodePool = new("gpu")
 	f.jobs["unheld"] = unheld
 	f.mu.Unlock()
-	expect(live.Trigger{Kind: live.TriggerUnheld, Job: "default/unheld"})
+	expect(loop.Trigger{Kind: loop.TriggerUnheld, Job: "default/unheld"})
 
 	f.mu.Lock()
 	f.allocs = []*api.AllocationListStub{{ID: "a1", Namespace: "default", JobID: "unheld", DesiredStatus: "run", ClientStatus: "running"}}
@@ -165,12 +165,12 @@ func TestWatch(t *testing.T) {
 	f.mu.Lock()
 	f.allocs[0].ClientStatus = "complete"
 	f.mu.Unlock()
-	expect(live.Trigger{Kind: live.TriggerFinish, Job: "default/unheld"})
+	expect(loop.Trigger{Kind: loop.TriggerFinish, Job: "default/unheld"})
 
 	f.mu.Lock()
 	delete(f.jobs, "held")
 	f.mu.Unlock()
-	expect(live.Trigger{Kind: live.TriggerFinish, Job: "default/held"})
+	expect(loop.Trigger{Kind: loop.TriggerFinish, Job: "default/held"})
 
 	snap, err := c.Observe(context.Background())
 	if err != nil {
@@ -198,11 +198,11 @@ func TestWatchStartsFromTheLastObservation(t *testing.T) {
 	f.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := make(chan live.Trigger, 16)
+	out := make(chan loop.Trigger, 16)
 	go func() { _ = c.Watch(ctx, out) }()
 	select {
 	case tr := <-out:
-		if want := (live.Trigger{Kind: live.TriggerArrival, Job: "default/late"}); tr != want {
+		if want := (loop.Trigger{Kind: loop.TriggerArrival, Job: "default/late"}); tr != want {
 			t.Errorf("first trigger %v, want %v", tr, want)
 		}
 	case <-time.After(10 * time.Second):

@@ -85,7 +85,7 @@ func alloxMatch(s *Snapshot) []alloxSlot {
 		for i := range s.Models {
 			ptime[k][i] = math.Inf(1)
 			if j.Fits(&s.Models[i]) {
-				ptime[k][i] = j.Remaining() / j.Rate[s.Models[i].Name]
+				ptime[k][i] = j.Remaining() / j.RatePerSecond[s.Models[i].Name]
 			}
 		}
 		for c, cl := range cols {

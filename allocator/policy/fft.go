@@ -6,7 +6,6 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/solver"
-	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
 // FFT registry names: the paper's configuration and our variants. A
@@ -25,33 +24,23 @@ const (
 	FFTRateHighName = "fft-rate-w4"
 )
 
-// FFT runs the round engine (allocator.Decide) each round and keeps the
-// fairness ledger across rounds: Reconcile before the round, Advance with
-// the work each job actually got after it (paper Eq. 5).
+// FFT decides each round with the round engine (allocator.Decide) on the
+// instance the round loop built, with the ledger the loop keeps (Eq. 5 is
+// applied there, once, for every policy). A configuration of the engine
+// makes a variant.
 type FFT struct {
-	name     string
-	cfg      allocator.Config
-	state    fairness.State
-	rejected map[string]string
-	// Last is the most recent decision, for explanations and tests;
-	// LastInstance the most recent input handed to the engine (after a
-	// failure, the one that failed).
-	Last         *allocator.Decision
-	LastInstance *allocator.Instance
+	name string
+	cfg  allocator.Config
 	// notOptimal counts rounds the solver stopped at its node limit;
 	// maxGap is the largest gap it proved then.
 	notOptimal int
 	maxGap     float64
-	// perRoundCache holds each active job's throughput per round; rates
-	// and round length do not change during a job's life.
-	perRoundCache map[string]map[string]float64
 }
 
 var (
 	_ Policy   = (*FFT)(nil)
-	_ Observer = (*FFT)(nil)
+	_ Decider  = (*FFT)(nil)
 	_ Rounder  = (*FFT)(nil)
-	_ Rejecter = (*FFT)(nil)
 	_ Reporter = (*FFT)(nil)
 )
 
@@ -132,97 +121,43 @@ func NewFFTRateLow(opt Options) Policy { return NewFFTWith(FFTRateLowName, RateC
 // NewFFTRateHigh is RateConfig with fairness weight 4.
 func NewFFTRateHigh(opt Options) Policy { return NewFFTWith(FFTRateHighName, RateConfig(opt, 4)) }
 
-// NewFFTWith builds an FFT policy with any engine configuration.
+// NewFFTWith builds an FFT policy with any engine configuration. The
+// facts of the cluster (round length, restart time, transfer bandwidth)
+// are the loop's, whatever cfg says: see allocator.Config.WithWorld.
 func NewFFTWith(name string, cfg allocator.Config) *FFT {
-	return &FFT{name: name, cfg: cfg, rejected: map[string]string{}}
+	return &FFT{name: name, cfg: cfg}
 }
 
 func (p *FFT) Name() string          { return p.name }
 func (p *FFT) RoundSeconds() float64 { return p.cfg.RoundSeconds }
 
-// Rejected returns jobs refused at admission (fair rate 0) with the reason,
-// and forgets them.
-func (p *FFT) Rejected() map[string]string {
-	out := p.rejected
-	p.rejected = map[string]string{}
-	return out
-}
+// Config is the engine configuration the policy decides with.
+func (p *FFT) Config() allocator.Config { return p.cfg }
 
-// Instance builds the round engine's input from a snapshot and the ledger
-// (after Reconcile). Throughputs are per round of s.RoundSeconds.
-func (p *FFT) Instance(s *Snapshot) *allocator.Instance {
-	cfg := p.cfg
-	cfg.RoundSeconds = s.RoundSeconds
-	in := &allocator.Instance{Round: s.Round, Models: make([]allocator.Model, len(s.Models)), Fairness: p.state, Config: cfg}
-	for i, m := range s.Models {
-		in.Models[i] = allocator.Model{Name: m.Name, GPUs: m.GPUs, MemoryGB: m.MemoryGB}
+// Decide solves the round on the loop's instance with the policy's
+// objective.
+func (p *FFT) Decide(ctx context.Context, s *Snapshot) (*allocator.Decision, error) {
+	if s.Instance == nil {
+		return nil, fmt.Errorf("fft round %d: the snapshot has no engine instance (the round loop builds it)", s.Round)
 	}
-	for k := range s.Jobs {
-		j := &s.Jobs[k]
-		if _, ok := p.state.Jobs[j.ID]; !ok || !fitsAny(s, j) {
-			// Not admitted, or no model can take it this round (capacity
-			// shrank): it waits; the engine rejects such jobs outright.
-			continue
-		}
-		in.Jobs = append(in.Jobs, allocator.Job{
-			ID: j.ID, Arrival: j.ArrivalRound, GPUs: j.GPUs, Work: j.Work, Done: j.Done,
-			Throughput: p.perRound(s, j), MemoryGB: j.MemoryGB, StateGB: j.StateGB, LastModel: j.LastModel,
-			Running: j.Running != "",
-		})
-	}
-	return in
-}
-
-func (p *FFT) perRound(s *Snapshot, j *Job) map[string]float64 {
-	if th, ok := p.perRoundCache[j.ID]; ok {
-		return th
-	}
-	if p.perRoundCache == nil {
-		p.perRoundCache = map[string]map[string]float64{}
-	}
-	th := make(map[string]float64, len(s.Models))
-	for i := range s.Models {
-		if m := &s.Models[i]; j.Fits(m) {
-			th[m.Name] = j.Rate[m.Name] * s.RoundSeconds
-		}
-	}
-	p.perRoundCache[j.ID] = th
-	return th
-}
-
-func (p *FFT) Schedule(ctx context.Context, s *Snapshot) (Assignment, error) {
-	active := make([]fairness.Job, 0, len(s.Jobs))
-	for k := range s.Jobs {
-		j := &s.Jobs[k]
-		active = append(active, fairness.Job{ID: j.ID, Arrival: j.ArrivalRound, Work: j.Work, GPUs: j.GPUs, Throughput: p.perRound(s, j)})
-	}
-	for _, id := range p.state.Reconcile(active, s.Capacity()) {
-		p.rejected[id] = "fair rate 0: fits no GPU model of the cluster"
-	}
-	if len(p.perRoundCache) > 2*len(s.Jobs)+64 {
-		live := make(map[string]bool, len(s.Jobs))
-		for k := range s.Jobs {
-			live[s.Jobs[k].ID] = true
-		}
-		for id := range p.perRoundCache {
-			if !live[id] {
-				delete(p.perRoundCache, id)
-			}
-		}
-	}
-	in := p.Instance(s)
-	if len(in.Jobs) == 0 {
-		return Assignment{}, nil
-	}
-	p.LastInstance = in
-	d, err := allocator.Decide(ctx, in)
+	in := *s.Instance
+	in.Config = p.cfg.WithWorld(s.Instance.Config)
+	d, err := allocator.Decide(ctx, &in)
 	if err != nil {
 		return nil, fmt.Errorf("fft round %d: %w", s.Round, err)
 	}
-	p.Last = d
 	if d.Status != solver.Optimal {
 		p.notOptimal++
 		p.maxGap = max(p.maxGap, d.Gap)
+	}
+	return d, nil
+}
+
+// Schedule is Decide's assignment.
+func (p *FFT) Schedule(ctx context.Context, s *Snapshot) (Assignment, error) {
+	d, err := p.Decide(ctx, s)
+	if err != nil {
+		return nil, err
 	}
 	return Assignment(d.Assignment()), nil
 }
@@ -230,18 +165,4 @@ func (p *FFT) Schedule(ctx context.Context, s *Snapshot) (Assignment, error) {
 // PolicyStats reports rounds not solved to optimality and their worst gap.
 func (p *FFT) PolicyStats() map[string]float64 {
 	return map[string]float64{"rounds_not_optimal": float64(p.notOptimal), "max_gap": p.maxGap}
-}
-
-// Observe advances the ledger with the work each job got (work units).
-func (p *FFT) Observe(s *Snapshot, _ Assignment, achieved map[string]float64) {
-	p.state.Advance(s.Round, achieved)
-}
-
-func fitsAny(s *Snapshot, j *Job) bool {
-	for i := range s.Models {
-		if j.Fits(&s.Models[i]) {
-			return true
-		}
-	}
-	return false
 }

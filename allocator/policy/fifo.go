@@ -76,7 +76,7 @@ func (*FIFOPerf) Schedule(_ context.Context, s *Snapshot) (Assignment, error) {
 		pick := -1
 		for i := range s.Models {
 			if j.Fits(&s.Models[i]) && f[s.Models[i].Name] >= j.GPUs &&
-				(pick < 0 || j.Rate[s.Models[i].Name] > j.Rate[s.Models[pick].Name]) {
+				(pick < 0 || j.RatePerSecond[s.Models[i].Name] > j.RatePerSecond[s.Models[pick].Name]) {
 				pick = i
 			}
 		}
@@ -133,7 +133,7 @@ func (f *fifoAlloc) allocate(s *Snapshot, _ *gavel) [][]float64 {
 		return ids[a] < ids[b]
 	})
 	place := func(j *Job, model string) {
-		f.placed[j.ID] = fifoPlacement{model: model, gpus: j.GPUs, arrival: j.Arrival}
+		f.placed[j.ID] = fifoPlacement{model: model, gpus: j.GPUs, arrival: j.ArrivalSeconds}
 		avail[model] -= j.GPUs
 	}
 	for _, id := range ids {
@@ -181,7 +181,7 @@ func (f *fifoAlloc) allocate(s *Snapshot, _ *gavel) [][]float64 {
 		if f.perf {
 			best := -1.0
 			for _, c := range cands {
-				if r := head.Rate[types[c]]; r > best {
+				if r := head.RatePerSecond[types[c]]; r > best {
 					best, chosen, pos = r, types[c], c
 				}
 			}

@@ -57,7 +57,7 @@ func finishTime(aware bool) fractional {
 				w[k] = make([]float64, len(s.Models))
 				continue
 			}
-			e[k] = math.Max(0, s.Now-j.Arrival)
+			e[k] = math.Max(0, s.Now-j.ArrivalSeconds)
 			rem[k] = j.Remaining()
 			// Gavel's reference is the expected finish under the isolated
 			// allocation from now on: time since arrival + remaining / rate.

@@ -249,8 +249,8 @@ func (g *gavel) Observe(s *Snapshot, a Assignment, achieved map[string]float64) 
 				continue
 			}
 			secs := s.RoundSeconds
-			if w, ok := achieved[j.ID]; ok && j.Rate[name] > 0 {
-				secs = math.Min(secs, w/j.Rate[name])
+			if w, ok := achieved[j.ID]; ok && j.RatePerSecond[name] > 0 {
+				secs = math.Min(secs, w/j.RatePerSecond[name])
 			}
 			if jt := g.jobTime[j.ID]; jt != nil && i < len(jt) {
 				jt[i] += secs
@@ -312,7 +312,7 @@ func proportionalShares(s *Snapshot, j *Job) []float64 {
 func dot(s *Snapshot, j *Job, x []float64) float64 {
 	r := 0.0
 	for i := range s.Models {
-		r += j.Rate[s.Models[i].Name] * x[i]
+		r += j.RatePerSecond[s.Models[i].Name] * x[i]
 	}
 	return r
 }
@@ -324,7 +324,7 @@ func agnosticRates(s *Snapshot, j *Job) []float64 {
 	sum, n := 0.0, 0
 	for i := range s.Models {
 		if j.Fits(&s.Models[i]) {
-			sum += j.Rate[s.Models[i].Name]
+			sum += j.RatePerSecond[s.Models[i].Name]
 			n++
 		}
 	}
@@ -344,7 +344,7 @@ func rates(s *Snapshot, j *Job, aware bool) []float64 {
 	out := make([]float64, len(s.Models))
 	for i := range s.Models {
 		if j.Fits(&s.Models[i]) {
-			out[i] = j.Rate[s.Models[i].Name]
+			out[i] = j.RatePerSecond[s.Models[i].Name]
 		}
 	}
 	return out

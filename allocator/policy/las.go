@@ -182,10 +182,7 @@ func solveShares(s *Snapshot, w [][]float64, aware bool, need func(k int) float6
 	}
 	sol, err := tableauMax(obj, g, h)
 	if err != nil {
-		// gonum's revised simplex is the second opinion.
-		if sol, err = lpMax(obj, g, h); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	out := make([][]float64, n)
 	for k := range cols {

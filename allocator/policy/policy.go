@@ -12,47 +12,37 @@ import (
 type Model = allocator.Model
 
 // Job is one active job as a policy sees it at the start of a round.
-// Work is in the job's own units (steps or epochs); Rate converts it to time.
+// Work is in the job's own units (steps or epochs); RatePerSecond converts it to time.
 type Job struct {
 	ID string `json:"id"`
-	// Arrival is the arrival time in seconds since the start of the run,
-	// ArrivalRound the first round in which the job was present.
-	Arrival      float64 `json:"arrival"`
-	ArrivalRound int     `json:"arrival_round"`
+	// ArrivalSeconds is the arrival time in seconds on the round loop's
+	// clock, ArrivalRound the first round in which the job was present.
+	ArrivalSeconds float64 `json:"arrival_s"`
+	ArrivalRound   int     `json:"arrival_round"`
 	// GPUs is the gang size: all of one model, all at once.
 	GPUs int     `json:"gpus"`
 	Work float64 `json:"work"`
 	Done float64 `json:"done"`
-	// Rate is work units per second with GPUs GPUs of the named model;
-	// absent or 0 means the job cannot run there.
-	Rate     map[string]float64 `json:"rate"`
-	MemoryGB float64            `json:"memory_gb,omitempty"`
-	StateGB  float64            `json:"state_gb,omitempty"`
+	// RatePerSecond is work units per second with GPUs GPUs of the named
+	// model; absent or 0 means the job cannot run there.
+	RatePerSecond map[string]float64 `json:"rate_per_s"`
+	MemoryGB      float64            `json:"memory_gb,omitempty"`
+	StateGB       float64            `json:"state_gb,omitempty"`
 	// Running is the model the job ran on in the previous round, "" if it
 	// did not run then. LastModel is the model it last ran on at any time.
 	Running   string `json:"running,omitempty"`
 	LastModel string `json:"last_model,omitempty"`
-	// Attained is the service received so far in GPU-seconds, RunSeconds
-	// the wall seconds run per model.
-	Attained   float64            `json:"attained"`
-	RunSeconds map[string]float64 `json:"run_seconds,omitempty"`
+	// AttainedGPUSeconds is the service received so far.
+	AttainedGPUSeconds float64 `json:"attained_gpu_s"`
 }
 
 // Remaining is the work left, never negative.
-func (j *Job) Remaining() float64 {
-	if j.Done >= j.Work {
-		return 0
-	}
-	return j.Work - j.Done
-}
+func (j *Job) Remaining() float64 { return allocator.Remaining(j.Work, j.Done) }
 
 // Fits reports whether the job may run on m: a positive rate, enough GPUs
 // and enough memory per GPU (0 on either side = not declared).
 func (j *Job) Fits(m *Model) bool {
-	if j.Rate[m.Name] <= 0 || m.GPUs < j.GPUs {
-		return false
-	}
-	return j.MemoryGB == 0 || m.MemoryGB == 0 || j.MemoryGB <= m.MemoryGB
+	return allocator.Fits(m, j.GPUs, j.MemoryGB, j.RatePerSecond[m.Name])
 }
 
 // Snapshot is everything a policy sees at the start of one round. Jobs are
@@ -64,6 +54,10 @@ type Snapshot struct {
 	RoundSeconds float64 `json:"round_seconds"`
 	Models       []Model `json:"models"`
 	Jobs         []Job   `json:"jobs"`
+	// Instance is the same round as the engine takes it, with the
+	// fairness ledger the round loop keeps (throughputs per round of
+	// RoundSeconds, arrivals in rounds): what FFT decides on.
+	Instance *allocator.Instance `json:"-"`
 }
 
 // Capacity maps model name to GPUs.
@@ -89,6 +83,34 @@ type Policy interface {
 // rounds learns what each job achieved (work units) in the round it planned.
 type Observer interface {
 	Observe(s *Snapshot, a Assignment, achieved map[string]float64)
+}
+
+// Decider is an optional interface: a policy over the round engine returns
+// the engine's whole decision (every job's cost terms, the solver's bound
+// and gap) for the audit log, instead of an assignment.
+type Decider interface {
+	Decide(ctx context.Context, s *Snapshot) (*allocator.Decision, error)
+}
+
+// DecisionOf turns an assignment into a decision for the record: each job
+// of the round's instance runs where the assignment says, credited with its
+// throughput there, or waits as not selected.
+func DecisionOf(s *Snapshot, a Assignment) *allocator.Decision {
+	in := s.Instance
+	d := &allocator.Decision{Round: s.Round, Jobs: make([]allocator.JobDecision, len(in.Jobs)), Usage: map[string]int{}}
+	for k := range in.Jobs {
+		j := &in.Jobs[k]
+		jd := allocator.JobDecision{ID: j.ID, Rho: in.Fairness.Rho(j.ID)}
+		if m, ok := a[j.ID]; ok {
+			jd.Model = m
+			jd.Chosen = allocator.Terms{Model: m, Throughput: j.Throughput[m]}
+			d.Usage[m] += j.GPUs
+		} else {
+			jd.Reason = allocator.ReasonNotSelected
+		}
+		d.Jobs[k] = jd
+	}
+	return d
 }
 
 // Rounder is an optional interface: a policy with its own round length

@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nomad-fft/nomad-fft/allocator"
-	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
 // snap is a fixture builder for snapshots.
@@ -25,9 +24,9 @@ func newSnap(round int, models ...any) *snap {
 
 // job adds a job; rates are model, steps/s pairs.
 func (b *snap) job(id string, gpus int, work float64, rates ...any) *snap {
-	j := Job{ID: id, Arrival: float64(len(b.s.Jobs)), GPUs: gpus, Work: work, Rate: map[string]float64{}, RunSeconds: map[string]float64{}}
+	j := Job{ID: id, ArrivalSeconds: float64(len(b.s.Jobs)), GPUs: gpus, Work: work, RatePerSecond: map[string]float64{}}
 	for k := 0; k+1 < len(rates); k += 2 {
-		j.Rate[rates[k].(string)] = rates[k+1].(float64)
+		j.RatePerSecond[rates[k].(string)] = rates[k+1].(float64)
 	}
 	b.s.Jobs = append(b.s.Jobs, j)
 	return b
@@ -45,7 +44,7 @@ func (b *snap) running(id, model string) *snap {
 func (b *snap) attained(id string, gpuSeconds float64) *snap {
 	for k := range b.s.Jobs {
 		if b.s.Jobs[k].ID == id {
-			b.s.Jobs[k].Attained = gpuSeconds
+			b.s.Jobs[k].AttainedGPUSeconds = gpuSeconds
 		}
 	}
 	return b
@@ -68,12 +67,17 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
-// TestPoliciesRespectRules feeds every policy seeded random snapshots and
-// checks each assignment with Check.
+// TestPoliciesRespectRules feeds every policy that assigns from the
+// snapshot seeded random snapshots and checks each assignment with Check.
+// The policies over the round engine (Deciders) decide on the instance the
+// round loop builds: the loop's and the simulator's tests run them.
 func TestPoliciesRespectRules(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 2))
 	for _, name := range Names() {
 		p, _ := New(name, Options{Seed: 9})
+		if _, ok := p.(Decider); ok {
+			continue
+		}
 		for round := 0; round < 30; round++ {
 			b := newSnap(round, "v100", 1+rng.IntN(8), "p100", 1+rng.IntN(8), "k80", rng.IntN(8))
 			if b.s.Models[2].GPUs == 0 {
@@ -251,26 +255,6 @@ func TestAlloXSingleGPU(t *testing.T) {
 	}
 }
 
-func TestFFTInstance(t *testing.T) {
-	p := NewFFT(Options{}).(*FFT)
-	s := newSnap(3, "v100", 2, "k80", 2).job("a", 1, 600, "v100", 2.0, "k80", 0.5).running("a", "k80").obj()
-	s.Jobs[0].ArrivalRound = 1
-	s.Jobs[0].Done = 60
-	p.state.Reconcile([]fairness.Job{{ID: "a", Arrival: 1, Work: 600, GPUs: 1, Throughput: map[string]float64{"v100": 200, "k80": 50}}}, s.Capacity())
-	in := p.Instance(s)
-	if len(in.Jobs) != 1 {
-		t.Fatalf("instance jobs = %d, want 1", len(in.Jobs))
-	}
-	j := in.Jobs[0]
-	want := map[string]float64{"v100": 200, "k80": 50} // steps/s x 100 s rounds
-	if d := cmp.Diff(want, j.Throughput); d != "" || j.Arrival != 1 || j.Done != 60 || j.LastModel != "k80" || !j.Running || in.Config.RoundSeconds != 100 {
-		t.Errorf("instance job %+v, round seconds %v; throughput (-want,+got):\n%s", j, in.Config.RoundSeconds, d)
-	}
-	if err := in.Validate(); err != nil {
-		t.Errorf("instance does not validate: %v", err)
-	}
-}
-
 func TestFFTSticky(t *testing.T) {
 	p, err := New(FFTStickyName, Options{})
 	if err != nil {
@@ -283,6 +267,22 @@ func TestFFTSticky(t *testing.T) {
 	}
 	if NewFFT(Options{}).(*FFT).cfg.PricePreemption {
 		t.Error("the paper's fft prices preemption")
+	}
+}
+
+// TestEveryPolicyDescribed: every registered policy has a one-line
+// description and every description a policy, so `fftctl simulate -list`
+// describes them all.
+func TestEveryPolicyDescribed(t *testing.T) {
+	for _, n := range Names() {
+		if d := Describe(n); d == "" || len(d) > 80 {
+			t.Errorf("policy %q: description %q: want 1 to 80 characters (add it to Descriptions)", n, d)
+		}
+	}
+	for n := range Descriptions {
+		if _, ok := Builtin[n]; !ok {
+			t.Errorf("description of %q, which is not in Builtin", n)
+		}
 	}
 }
 

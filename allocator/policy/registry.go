@@ -45,7 +45,14 @@ var Builtin = map[string]Factory{
 	FFTRateName:      NewFFTRate,
 	FFTRateLowName:   NewFFTRateLow,
 	FFTRateHighName:  NewFFTRateHigh,
+	"fft-rate-w16":   func(o Options) Policy { return NewFFTWith("fft-rate-w16", RateConfig(o, 16)) },
 }
+
+// DefaultName is the policy the allocator and `fftctl dev` run unless told
+// otherwise: the best-evaluated configuration (allocator/sim/HEADLINE.md),
+// the unit-free objective with restarts priced. The paper's FFT is one
+// setting away (-policy fft).
+const DefaultName = FFTRateName
 
 // Names lists the registry's names, sorted.
 func Names() []string {

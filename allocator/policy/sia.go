@@ -63,13 +63,13 @@ func (sia *Sia) Schedule(ctx context.Context, s *Snapshot) (Assignment, error) {
 		slow := math.Inf(1)
 		for i := range s.Models {
 			if j.Fits(&s.Models[i]) {
-				slow = math.Min(slow, j.Rate[s.Models[i].Name])
+				slow = math.Min(slow, j.RatePerSecond[s.Models[i].Name])
 			}
 		}
 		for i := range s.Models {
 			c := math.Inf(1)
 			if mod := &s.Models[i]; j.Fits(mod) {
-				g := j.Rate[mod.Name] / slow
+				g := j.RatePerSecond[mod.Name] / slow
 				if j.Running != "" && j.Running != mod.Name {
 					g *= SiaRestartFactor
 				}

@@ -26,7 +26,9 @@ var (
 // a dense tableau and the slack basis as the start (feasible since h >= 0).
 // It is the LP engine of Gavel's policies: their programs have this form
 // and are small (a few hundred columns), where a tableau beats a revised
-// simplex that refactorises every pivot.
+// simplex that refactorises every pivot: gonum's lp.Simplex as the engine
+// took 19x the CPU time of a 1,500-job simulation of gavel-las and
+// gavel-ftf. gonum's stays as the tests' independent answer.
 func tableauMax(obj []float64, g [][]float64, h []float64) ([]float64, error) {
 	n, m := len(obj), len(g)
 	w := n + m + 1 // columns: x, slacks, rhs

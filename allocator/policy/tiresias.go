@@ -57,7 +57,7 @@ func (p *Tiresias) Schedule(_ context.Context, s *Snapshot) (Assignment, error) 
 				continue
 			}
 			l := float64(load[m.Name]+j.GPUs) / float64(m.GPUs)
-			if best < 0 || l < bestLoad || (l == bestLoad && j.Rate[m.Name] > j.Rate[s.Models[best].Name]) {
+			if best < 0 || l < bestLoad || (l == bestLoad && j.RatePerSecond[m.Name] > j.RatePerSecond[s.Models[best].Name]) {
 				best, bestLoad = i, l
 			}
 		}
@@ -71,7 +71,7 @@ func (p *Tiresias) Schedule(_ context.Context, s *Snapshot) (Assignment, error) 
 		order[k] = k
 	}
 	queue := func(j *Job) int {
-		if j.Attained < TiresiasThreshold {
+		if j.AttainedGPUSeconds < TiresiasThreshold {
 			return 0
 		}
 		return 1

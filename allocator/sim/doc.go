@@ -1,5 +1,5 @@
-// Package sim is a deterministic discrete-round simulator that drives any
-// policy.Policy over a workload (Gavel's Philly-like generator, Gavel and
-// Shockwave trace files, or a documented CSV) on a cluster given as GPU
-// counts per model, and computes every metric of fft.md from one event log.
+// Package sim is a deterministic discrete-round simulator: it runs the
+// allocator's own round loop (package loop) with any policy.Policy over a
+// workload (package workload), on a simulated cluster with a virtual clock
+// in place of Nomad, and records every event of the run in a Log.
 package sim

@@ -11,7 +11,7 @@ import (
 )
 
 // TestEngineOnSimulatedRounds runs the round engine on rounds the simulator
-// produced in which it once failed (saved by `fftctl simulate` as
+// produced in which it once failed (saved by an earlier `fftctl simulate` as
 // failed-instance-*.json), as regressions.
 func TestEngineOnSimulatedRounds(t *testing.T) {
 	for _, name := range []string{"fft_round_solver_cycle.json"} {

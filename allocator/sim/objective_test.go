@@ -1,11 +1,15 @@
-package sim
+package sim_test
 
 import (
 	"context"
 	"math"
 	"testing"
 
+	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/sim"
+	"github.com/nomad-fft/nomad-fft/allocator/sim/metrics"
+	"github.com/nomad-fft/nomad-fft/allocator/workload"
 )
 
 // TestRateBeatsGavelWithRestarts is the make-test-sized check of issue 10:
@@ -16,18 +20,18 @@ import (
 // less than either.
 func TestRateBeatsGavelWithRestarts(t *testing.T) {
 	const restart = 60
-	cl := []ClusterModel{{Name: "v100", GPUs: 4}, {Name: "p100", GPUs: 4}, {Name: "k80", GPUs: 4}}
-	run := func(name string) Summary {
+	cl := []allocator.Model{{Name: "v100", GPUs: 4}, {Name: "p100", GPUs: 4}, {Name: "k80", GPUs: 4}}
+	run := func(name string) metrics.Summary {
 		pol, err := policy.New(name, policy.Options{RestartSeconds: restart})
 		if err != nil {
 			t.Fatal(err)
 		}
-		src := NewGenerator(GenConfig{Rate: 0.2, Seed: 7, MultiGPU: true, Jobs: 120})
-		lg, err := Run(context.Background(), pol, src, Config{Cluster: cl, RestartSeconds: restart})
+		src := workload.NewGenerator(workload.GenConfig{Rate: 0.2, Seed: 7, MultiGPU: true, Jobs: 120})
+		lg, err := sim.Run(context.Background(), pol, src, sim.Config{Cluster: cl, RestartSeconds: restart})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, s := Analyse(lg, nil)
+		_, s := metrics.Analyse(lg, nil)
 		if s.Unfinished != 0 {
 			t.Fatalf("%s: %d of %d jobs unfinished", name, s.Unfinished, s.Measured)
 		}
@@ -52,9 +56,9 @@ func TestRateBeatsGavelWithRestarts(t *testing.T) {
 // paper's fft is not invariant and changes some.
 func TestRateReplayIsUnitFree(t *testing.T) {
 	const restart = 60
-	cl := []ClusterModel{{Name: "v100", GPUs: 6}, {Name: "p100", GPUs: 6}, {Name: "k80", GPUs: 6}}
-	gen := NewGenerator(GenConfig{Rate: 0.3, Seed: 3, MultiGPU: true, Jobs: 150})
-	var plain, scaled []JobSpec
+	cl := []allocator.Model{{Name: "v100", GPUs: 6}, {Name: "p100", GPUs: 6}, {Name: "k80", GPUs: 6}}
+	gen := workload.NewGenerator(workload.GenConfig{Rate: 0.3, Seed: 3, MultiGPU: true, Jobs: 150})
+	var plain, scaled []workload.JobSpec
 	for {
 		j, err := gen.Next()
 		if err != nil {
@@ -71,16 +75,16 @@ func TestRateReplayIsUnitFree(t *testing.T) {
 		}
 		scaled = append(scaled, j)
 	}
-	finish := func(name string, jobs []JobSpec) []float64 {
+	finish := func(name string, jobs []workload.JobSpec) []float64 {
 		pol, err := policy.New(name, policy.Options{RestartSeconds: restart})
 		if err != nil {
 			t.Fatal(err)
 		}
-		lg, err := Run(context.Background(), pol, &SliceSource{Jobs: jobs}, Config{Cluster: cl, RestartSeconds: restart})
+		lg, err := sim.Run(context.Background(), pol, &workload.SliceSource{Jobs: jobs}, sim.Config{Cluster: cl, RestartSeconds: restart})
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, _ := Analyse(lg, nil)
+		res, _ := metrics.Analyse(lg, nil)
 		out := make([]float64, len(res))
 		for k, r := range res {
 			out[k] = r.Finish

@@ -5,16 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"runtime/debug"
 	"time"
 
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/workload"
 )
 
 // Config describes one simulated run.
 type Config struct {
-	Cluster []ClusterModel
+	Cluster []allocator.Model
 	// RoundSeconds overrides the policy's own round length (policy.Rounder);
 	// 0 uses the policy's, else DefaultRoundSeconds.
 	RoundSeconds float64
@@ -27,6 +28,23 @@ type Config struct {
 	// measures 4000-5000). Otherwise every job is measured and the run
 	// ends when the workload is done.
 	Window Window
+	// Engine is the round engine's configuration the loop builds instances
+	// with (nil: allocator.DefaultConfig); its round length and restart
+	// time are the run's. An FFT policy takes its objective from its own
+	// configuration and the cluster's facts from this one.
+	Engine *allocator.Config
+	// TenantOf names each job's tenant (its fft.user in the loop); nil
+	// leaves jobs without one. TenantShares are the operator's shares
+	// between tenants (nil: none, the paper's per-job reference).
+	TenantOf     func(workload.JobSpec) string
+	TenantShares *loop.TenantShares
+	// KeepRecords keeps every round's full record (every job's cost terms)
+	// in Log.Records, as the live audit log has them; off, rounds are
+	// recorded lean, which keeps long simulations fast.
+	KeepRecords bool
+	// Learn runs the jobs without declared throughputs: the loop learns
+	// them online from the true progress the cluster reports (learn.go).
+	Learn bool
 	// MaxRounds stops a run that would not end (0 = 10 million).
 	MaxRounds int
 	// Progress, if set, is called about every ProgressEvery rounds.
@@ -74,8 +92,9 @@ type Event struct {
 	Reason string    `json:"reason,omitempty"`
 }
 
-// RoundRecord is one round's totals.
-type RoundRecord struct {
+// RoundStats is one round's totals: what the simulated cluster measured,
+// not the loop's record of the decision (loop.RoundRecord, in Log.Records).
+type RoundStats struct {
 	Round  int     `json:"round"`
 	Start  float64 `json:"start"`
 	Active int     `json:"active"`
@@ -88,43 +107,33 @@ type RoundRecord struct {
 
 // Log is everything a run produced; metrics are computed from it alone.
 type Log struct {
-	Policy       string         `json:"policy"`
-	Cluster      []ClusterModel `json:"cluster"`
-	RoundSeconds float64        `json:"round_seconds"`
-	Window       Window         `json:"window"`
-	Jobs         []JobSpec      `json:"jobs"`
-	Events       []Event        `json:"events"`
-	Rounds       []RoundRecord  `json:"rounds"`
+	Policy string `json:"policy"`
+	// Learn is Config.Learn: the policy saw learned throughputs.
+	Learn        bool               `json:"learn,omitempty"`
+	Cluster      []allocator.Model  `json:"cluster"`
+	RoundSeconds float64            `json:"round_seconds"`
+	Window       Window             `json:"window"`
+	Jobs         []workload.JobSpec `json:"jobs"`
+	Events       []Event            `json:"events"`
+	Rounds       []RoundStats       `json:"rounds"`
 	// Stopped is why the run ended early ("" when it completed).
 	Stopped string        `json:"stopped,omitempty"`
 	Wall    time.Duration `json:"wall_ns"`
 	// PolicyStats are the policy's own counters (policy.Reporter).
 	PolicyStats map[string]float64 `json:"policy_stats,omitempty"`
+	// Records are the loop's round records, with Config.KeepRecords.
+	Records []*loop.RoundRecord `json:"-"`
 }
 
-type jobState struct {
-	idx      int
-	spec     *JobSpec
-	pj       policy.Job
-	running  string // model last round, "" if waiting
-	last     string
-	arrRound int
-	rejected bool // refused by the policy (policy.Rejecter)
-}
-
-// Run simulates pol over the jobs of src on cfg.Cluster. It is
+// Run simulates pol over the jobs of src on cfg.Cluster. The rounds are
+// the allocator's own (package loop): the simulator only provides the
+// cluster (Cluster, with a virtual clock) and an in-memory store. It is
 // deterministic for a deterministic policy and source. It returns an error
-// when the policy fails or breaks the round's rules (policy.Check).
-func Run(ctx context.Context, pol policy.Policy, src Source, cfg Config) (*Log, error) {
+// when a round fails, the policy's failure or breach of the round's rules
+// (policy.Check) included.
+func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config) (*Log, error) {
 	start := time.Now()
-	R := cfg.RoundSeconds
-	if R <= 0 {
-		if r, ok := pol.(policy.Rounder); ok && r.RoundSeconds() > 0 {
-			R = r.RoundSeconds()
-		} else {
-			R = DefaultRoundSeconds
-		}
-	}
+	R := roundSeconds(pol, cfg)
 	if len(cfg.Cluster) == 0 {
 		return nil, errors.New("sim: empty cluster")
 	}
@@ -132,58 +141,26 @@ func Run(ctx context.Context, pol policy.Policy, src Source, cfg Config) (*Log, 
 	if maxRounds <= 0 {
 		maxRounds = 10_000_000
 	}
-	models := make([]policy.Model, len(cfg.Cluster))
-	totalGPUs := 0
-	for i, m := range cfg.Cluster {
-		models[i] = policy.Model{Name: m.Name, GPUs: m.GPUs, MemoryGB: m.MemoryGB}
-		totalGPUs += m.GPUs
+	lg := &Log{Policy: pol.Name(), Learn: cfg.Learn, Cluster: cfg.Cluster, RoundSeconds: R, Window: cfg.Window}
+	c := newCluster(cfg, R, lg)
+	store := &store{MemStore: loop.NewMemStore(cfg.KeepRecords), cluster: c}
+	engine := cfg.Engine
+	if engine == nil {
+		d := allocator.DefaultConfig()
+		engine = &d
 	}
-	lg := &Log{Policy: pol.Name(), Cluster: cfg.Cluster, RoundSeconds: R, Window: cfg.Window}
-	obs, _ := pol.(policy.Observer)
-	rej, _ := pol.(policy.Rejecter)
-	windowed := cfg.Window.Hi > cfg.Window.Lo
-	measuredDone, measuredTotal := 0, 0
-	if windowed {
-		measuredTotal = cfg.Window.Hi - cfg.Window.Lo
+	ecfg := *engine
+	ecfg.RoundSeconds, ecfg.RestartSeconds = R, cfg.RestartSeconds
+	rec := loop.RecordLean
+	if cfg.KeepRecords {
+		rec = loop.RecordFull
 	}
-	inWindow := func(idx int) bool { return !windowed || (idx >= cfg.Window.Lo && idx < cfg.Window.Hi) }
-
-	var (
-		pending   *JobSpec
-		srcDone   bool
-		active    []*jobState
-		finished  int
-		snap      = &policy.Snapshot{Models: models, RoundSeconds: R}
-		achieved  = map[string]float64{}
-		byID      = map[string]*jobState{}
-		progEvery = cfg.ProgressEvery
-	)
+	rounds := loop.New(c, c, store, loop.WithPolicy(pol), loop.WithConfig(ecfg), loop.WithRecording(rec), loop.WithTenantShares(cfg.TenantShares),
+		loop.WithClock(func() time.Time { return Epoch.Add(time.Duration(c.now * float64(time.Second))) }))
+	adm := &admission{src: src, c: c, lg: lg, cfg: cfg}
+	progEvery := cfg.ProgressEvery
 	if progEvery <= 0 {
 		progEvery = 1000
-	}
-	pull := func() error {
-		if pending != nil || srcDone {
-			return nil
-		}
-		j, err := src.Next()
-		if err == io.EOF {
-			srcDone = true
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("sim: reading workload: %w", err)
-		}
-		pending = &j
-		return nil
-	}
-	fits := func(j *JobSpec) bool {
-		pj := policy.Job{GPUs: j.GPUs, Rate: j.Rate}
-		for i := range models {
-			if pj.Fits(&models[i]) {
-				return true
-			}
-		}
-		return false
 	}
 	round := 0
 	for ; round < maxRounds; round++ {
@@ -191,144 +168,24 @@ func Run(ctx context.Context, pol policy.Policy, src Source, cfg Config) (*Log, 
 			lg.Stopped = err.Error()
 			break
 		}
-		now := float64(round) * R
-		// Admit every job that arrived by the start of this round.
-		for {
-			if err := pull(); err != nil {
-				return nil, err
-			}
-			if pending == nil || pending.Arrival > now {
-				break
-			}
-			spec := *pending
-			pending = nil
-			spec.Index = len(lg.Jobs)
-			lg.Jobs = append(lg.Jobs, spec)
-			idx := len(lg.Jobs) - 1
-			lg.Events = append(lg.Events, Event{Time: spec.Arrival, Round: round, Kind: EvArrive, Job: idx})
-			if !fits(&lg.Jobs[idx]) {
-				lg.Events = append(lg.Events, Event{Time: now, Round: round, Kind: EvReject, Job: idx, Reason: "fits no GPU model of the cluster"})
-				if inWindow(idx) && windowed {
-					measuredDone++
-				}
-				continue
-			}
-			js := &jobState{idx: idx, spec: &lg.Jobs[idx], arrRound: round}
-			js.pj = policy.Job{ID: spec.ID, Arrival: spec.Arrival, ArrivalRound: round, GPUs: spec.GPUs, Work: spec.Work, Rate: spec.Rate, RunSeconds: map[string]float64{}}
-			active = append(active, js)
-			byID[spec.ID] = js
+		if err := adm.admit(round); err != nil {
+			return nil, err
 		}
-		if windowed && measuredDone >= measuredTotal {
+		if adm.over() {
 			break
 		}
-		if len(active) == 0 {
-			if pending == nil && srcDone {
-				break
-			}
-			// Idle: jump to the round in which the next job arrives.
-			next := int(math.Ceil(pending.Arrival / R))
-			if next > round {
-				round = next - 1
-			}
-			continue
-		}
-		snap.Round, snap.Now = round, now
-		snap.Jobs = snap.Jobs[:0]
-		for _, js := range active {
-			js.pj.Running = js.running
-			js.pj.LastModel = js.last
-			snap.Jobs = append(snap.Jobs, js.pj)
-		}
-		t0 := time.Now()
-		a, err := schedule(ctx, pol, snap)
-		solve := time.Since(t0)
+		rr, err := runRound(ctx, rounds)
 		if err != nil {
 			return nil, fmt.Errorf("sim: policy %q, round %d: %w", pol.Name(), round, err)
 		}
-		if err := policy.Check(snap, a); err != nil {
-			return nil, fmt.Errorf("sim: policy %q, round %d: %w", pol.Name(), round, err)
-		}
-		if rej != nil {
-			for id, why := range rej.Rejected() {
-				if js := byID[id]; js != nil {
-					lg.Events = append(lg.Events, Event{Time: now, Round: round, Kind: EvReject, Job: js.idx, Reason: why})
-					js.rejected = true
-					delete(a, id)
-				}
-			}
-		}
-		rec := RoundRecord{Round: round, Start: now, Active: len(active), CapacityGPUSeconds: float64(totalGPUs) * R, Solve: solve}
-		clear(achieved)
-		for _, js := range active {
-			if js.rejected {
-				continue
-			}
-			m, runs := a[js.pj.ID]
-			prev := js.running
-			if !runs {
-				if prev != "" {
-					lg.Events = append(lg.Events, Event{Time: now, Round: round, Kind: EvPreempt, Job: js.idx, Model: prev})
-				}
-				js.running = ""
-				continue
-			}
-			penalty := 0.0
-			switch {
-			case prev == "" && js.last == "":
-				lg.Events = append(lg.Events, Event{Time: now, Round: round, Kind: EvRun, Job: js.idx, Model: m})
-			case prev == "":
-				lg.Events = append(lg.Events, Event{Time: now, Round: round, Kind: EvRun, Job: js.idx, Model: m})
-				penalty = cfg.RestartSeconds
-			case prev != m:
-				lg.Events = append(lg.Events, Event{Time: now, Round: round, Kind: EvMigrate, Job: js.idx, Model: m})
-				penalty = cfg.RestartSeconds
-			}
-			penalty = math.Min(penalty, R)
-			rate := js.pj.Rate[m]
-			left := js.pj.Work - js.pj.Done
-			used := R
-			work := rate * (R - penalty)
-			if work >= left {
-				work = left
-				used = penalty + left/rate
-			}
-			js.pj.Done += work
-			js.pj.Attained += float64(js.pj.GPUs) * used
-			js.pj.RunSeconds[m] += used
-			achieved[js.pj.ID] = work
-			rec.BusyGPUSeconds += float64(js.pj.GPUs) * used
-			js.running, js.last = m, m
-			if js.pj.Done >= js.pj.Work {
-				lg.Events = append(lg.Events, Event{Time: now + used, Round: round, Kind: EvFinish, Job: js.idx, Model: m})
-			}
-		}
-		lg.Rounds = append(lg.Rounds, rec)
-		if obs != nil {
-			obs.Observe(snap, a, achieved)
-		}
-		kept := active[:0]
-		for _, js := range active {
-			if js.rejected {
-				delete(byID, js.pj.ID)
-				if windowed && inWindow(js.idx) {
-					measuredDone++
-				}
-				continue
-			}
-			if js.pj.Done >= js.pj.Work {
-				finished++
-				delete(byID, js.pj.ID)
-				if windowed && inWindow(js.idx) {
-					measuredDone++
-				}
-				continue
-			}
-			kept = append(kept, js)
-		}
-		clear(active[len(kept):])
-		active = kept
+		rs := RoundStats{Round: round, Start: c.now, Active: len(c.active), CapacityGPUSeconds: float64(c.capacity()) * R,
+			Solve: time.Duration(rr.SolveSeconds * float64(time.Second))}
+		rs.BusyGPUSeconds = c.run()
+		lg.Rounds = append(lg.Rounds, rs)
+		adm.count()
 		if cfg.Progress != nil && round%progEvery == 0 {
-			cfg.Progress(Progress{Policy: pol.Name(), Round: round, Now: now, Active: len(active), Finished: finished, Measured: measuredDone, Window: measuredTotal})
+			cfg.Progress(Progress{Policy: pol.Name(), Round: round, Now: c.now - R, Active: len(c.active), Finished: adm.finished,
+				Measured: adm.measuredDone, Window: adm.measuredTotal()})
 		}
 	}
 	if round >= maxRounds && lg.Stopped == "" {
@@ -338,23 +195,125 @@ func Run(ctx context.Context, pol policy.Policy, src Source, cfg Config) (*Log, 
 	if r, ok := pol.(policy.Reporter); ok {
 		lg.PolicyStats = r.PolicyStats()
 	}
+	lg.Records = store.Records()
 	return lg, nil
 }
 
-// PanicError is a policy panic recovered at the round boundary; the run
-// fails, the process does not.
-type PanicError struct {
-	Value any
-	Stack string
+// roundSeconds is the run's round length: the config's, else the policy's
+// own (policy.Rounder), else DefaultRoundSeconds.
+func roundSeconds(pol policy.Policy, cfg Config) float64 {
+	if cfg.RoundSeconds > 0 {
+		return cfg.RoundSeconds
+	}
+	if r, ok := pol.(policy.Rounder); ok && r.RoundSeconds() > 0 {
+		return r.RoundSeconds()
+	}
+	return DefaultRoundSeconds
 }
 
-func (e *PanicError) Error() string { return fmt.Sprintf("policy panicked: %v", e.Value) }
+// store is the loop's in-memory store, with the cluster's true progress as
+// the jobs' reports.
+type store struct {
+	*loop.MemStore
+	cluster *Cluster
+}
 
-func schedule(ctx context.Context, pol policy.Policy, s *policy.Snapshot) (a policy.Assignment, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: string(debug.Stack())}
+func (s *store) Progress(ctx context.Context) (map[string]float64, error) {
+	return s.cluster.Progress(ctx)
+}
+
+// admission moves the workload's jobs into the cluster as they arrive and
+// counts the measured ones that ended.
+type admission struct {
+	src     workload.Source
+	c       *Cluster
+	lg      *Log
+	cfg     Config
+	pending *workload.JobSpec
+	srcDone bool
+	// finished counts jobs done; measuredDone the measured ones that
+	// finished or were rejected.
+	finished, measuredDone, seenFinish int
+}
+
+func (a *admission) windowed() bool { return a.cfg.Window.Hi > a.cfg.Window.Lo }
+
+func (a *admission) measuredTotal() int {
+	if !a.windowed() {
+		return 0
+	}
+	return a.cfg.Window.Hi - a.cfg.Window.Lo
+}
+
+func (a *admission) inWindow(idx int) bool {
+	return a.windowed() && idx >= a.cfg.Window.Lo && idx < a.cfg.Window.Hi
+}
+
+func (a *admission) pull() error {
+	if a.pending != nil || a.srcDone {
+		return nil
+	}
+	j, err := a.src.Next()
+	if err == io.EOF {
+		a.srcDone = true
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sim: reading workload: %w", err)
+	}
+	a.pending = &j
+	return nil
+}
+
+// admit adds every job that arrived by the start of round; one that fits
+// no model of the cluster is rejected, as the allocator holds it forever.
+func (a *admission) admit(round int) error {
+	now := a.c.now
+	for {
+		if err := a.pull(); err != nil {
+			return err
 		}
-	}()
-	return pol.Schedule(ctx, s)
+		if a.pending == nil || a.pending.Arrival > now {
+			return nil
+		}
+		spec := *a.pending
+		a.pending = nil
+		spec.Index = len(a.lg.Jobs)
+		a.lg.Jobs = append(a.lg.Jobs, spec)
+		idx := len(a.lg.Jobs) - 1
+		a.lg.Events = append(a.lg.Events, Event{Time: spec.Arrival, Round: round, Kind: EvArrive, Job: idx})
+		if !a.c.fits(&a.lg.Jobs[idx]) {
+			a.lg.Events = append(a.lg.Events, Event{Time: now, Round: round, Kind: EvReject, Job: idx, Reason: "fits no GPU model of the cluster"})
+			if a.inWindow(idx) {
+				a.measuredDone++
+			}
+			continue
+		}
+		a.c.admit(idx, &a.lg.Jobs[idx])
+	}
+}
+
+// count takes the jobs that finished in the round just run.
+func (a *admission) count() {
+	for _, j := range a.c.finished {
+		a.finished++
+		if a.inWindow(j.idx) {
+			a.measuredDone++
+		}
+	}
+}
+
+// over reports whether the run is done: every measured job ended, or the
+// workload is over and the cluster empty.
+func (a *admission) over() bool {
+	if a.windowed() {
+		return a.measuredDone >= a.measuredTotal()
+	}
+	return a.pending == nil && a.srcDone && len(a.c.active) == 0
+}
+
+// runRound runs one round of the loop. A panic in it fails the round (a
+// *loop.PanicError) and so the run, not the process.
+func runRound(ctx context.Context, l *loop.Loop) (*loop.RoundRecord, error) {
+	return l.RunRound(ctx, loop.TriggerManual, nil)
 }

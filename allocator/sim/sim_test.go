@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"context"
@@ -7,7 +7,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/sim"
+	"github.com/nomad-fft/nomad-fft/allocator/sim/metrics"
+	"github.com/nomad-fft/nomad-fft/allocator/workload"
 )
 
 // scripted is a test policy: fn decides each round.
@@ -20,20 +25,20 @@ func (p scripted) Schedule(_ context.Context, s *policy.Snapshot) (policy.Assign
 	return p.fn(s)
 }
 
-// job builds a JobSpec fixture.
-func job(id string, arrival, work float64, gpus int, rates ...any) JobSpec {
-	j := JobSpec{ID: id, Arrival: arrival, Work: work, GPUs: gpus, Rate: map[string]float64{}}
+// job builds a workload.JobSpec fixture.
+func job(id string, arrival, work float64, gpus int, rates ...any) workload.JobSpec {
+	j := workload.JobSpec{ID: id, Arrival: arrival, Work: work, GPUs: gpus, Rate: map[string]float64{}}
 	for k := 0; k+1 < len(rates); k += 2 {
 		j.Rate[rates[k].(string)] = rates[k+1].(float64)
 	}
 	return j
 }
 
-var twoModels = []ClusterModel{{Name: "fast", GPUs: 1}, {Name: "slow", GPUs: 1}}
+var twoModels = []allocator.Model{{Name: "fast", GPUs: 1}, {Name: "slow", GPUs: 1}}
 
-func jctByID(t *testing.T, lg *Log) map[string]float64 {
+func jctByID(t *testing.T, lg *sim.Log) map[string]float64 {
 	t.Helper()
-	res, _ := Analyse(lg, nil)
+	res, _ := metrics.Analyse(lg, nil)
 	out := map[string]float64{}
 	for _, r := range res {
 		out[r.ID] = r.JCT
@@ -52,26 +57,26 @@ func TestRunScenarios(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		pol     policy.Policy
-		jobs    []JobSpec
+		jobs    []workload.JobSpec
 		restart float64
 		want    map[string]float64 // JCT by job
 	}{
 		{
 			name: "fifo-perf: second job takes the slow model and keeps it",
 			pol:  policy.NewFIFOPerf(policy.Options{}),
-			jobs: []JobSpec{job("a", 0, 100, 1, "fast", 1.0, "slow", 0.5), job("b", 0, 100, 1, "fast", 1.0, "slow", 0.5)},
+			jobs: []workload.JobSpec{job("a", 0, 100, 1, "fast", 1.0, "slow", 0.5), job("b", 0, 100, 1, "fast", 1.0, "slow", 0.5)},
 			want: map[string]float64{"a": 100, "b": 200},
 		},
 		{
 			name: "arrival between rounds waits for the next round",
 			pol:  policy.NewFIFOPerf(policy.Options{}),
-			jobs: []JobSpec{job("a", 30, 50, 1, "fast", 1.0)},
+			jobs: []workload.JobSpec{job("a", 30, 50, 1, "fast", 1.0)},
 			want: map[string]float64{"a": 70 + 50},
 		},
 		{
 			name:    "restart cost on every change of model",
 			pol:     alternate,
-			jobs:    []JobSpec{job("a", 0, 200, 1, "fast", 1.0, "slow", 1.0)},
+			jobs:    []workload.JobSpec{job("a", 0, 200, 1, "fast", 1.0, "slow", 1.0)},
 			restart: 10,
 			// round 0: 100 done (first start is free); round 1 on slow:
 			// 10 s restart, 90 done; round 2 on fast: 10 s restart, 10 left.
@@ -80,11 +85,11 @@ func TestRunScenarios(t *testing.T) {
 		{
 			name: "idle gap is skipped",
 			pol:  policy.NewFIFOPerf(policy.Options{}),
-			jobs: []JobSpec{job("a", 0, 100, 1, "fast", 1.0), job("b", 1e6, 100, 1, "fast", 1.0)},
+			jobs: []workload.JobSpec{job("a", 0, 100, 1, "fast", 1.0), job("b", 1e6, 100, 1, "fast", 1.0)},
 			want: map[string]float64{"a": 100, "b": 100},
 		},
 	} {
-		lg, err := Run(context.Background(), tc.pol, &SliceSource{Jobs: tc.jobs}, Config{Cluster: twoModels, RoundSeconds: 100, RestartSeconds: tc.restart})
+		lg, err := sim.Run(context.Background(), tc.pol, &workload.SliceSource{Jobs: tc.jobs}, sim.Config{Cluster: twoModels, RoundSeconds: 100, RestartSeconds: tc.restart})
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
@@ -96,19 +101,19 @@ func TestRunScenarios(t *testing.T) {
 }
 
 func TestRunRejectsJobThatFitsNothing(t *testing.T) {
-	jobs := []JobSpec{job("big", 0, 10, 4, "fast", 1.0), job("ok", 0, 10, 1, "fast", 1.0)}
-	lg, err := Run(context.Background(), policy.NewFIFOPerf(policy.Options{}), &SliceSource{Jobs: jobs}, Config{Cluster: twoModels, RoundSeconds: 100})
+	jobs := []workload.JobSpec{job("big", 0, 10, 4, "fast", 1.0), job("ok", 0, 10, 1, "fast", 1.0)}
+	lg, err := sim.Run(context.Background(), policy.NewFIFOPerf(policy.Options{}), &workload.SliceSource{Jobs: jobs}, sim.Config{Cluster: twoModels, RoundSeconds: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, s := Analyse(lg, nil)
+	res, s := metrics.Analyse(lg, nil)
 	if s.Rejected != 1 || s.Finished != 1 || !res[0].Rejected {
 		t.Errorf("rejected %d, finished %d, job 0 rejected %v; want 1, 1, true", s.Rejected, s.Finished, res[0].Rejected)
 	}
 }
 
 func TestRunPolicyFailures(t *testing.T) {
-	jobs := []JobSpec{job("a", 0, 10, 1, "fast", 1.0)}
+	jobs := []workload.JobSpec{job("a", 0, 10, 1, "fast", 1.0)}
 	boom := errors.New("boom")
 	for _, tc := range []struct {
 		name  string
@@ -116,7 +121,7 @@ func TestRunPolicyFailures(t *testing.T) {
 		check func(error) bool
 	}{
 		{"error", func(*policy.Snapshot) (policy.Assignment, error) { return nil, boom }, func(e error) bool { return errors.Is(e, boom) }},
-		{"panic", func(*policy.Snapshot) (policy.Assignment, error) { panic("oops") }, func(e error) bool { var p *PanicError; return errors.As(e, &p) }},
+		{"panic", func(*policy.Snapshot) (policy.Assignment, error) { panic("oops") }, func(e error) bool { var p *loop.PanicError; return errors.As(e, &p) }},
 		{"unknown model", func(s *policy.Snapshot) (policy.Assignment, error) { return policy.Assignment{"a": "tpu"}, nil }, func(e error) bool {
 			var a *policy.AssignmentError
 			return errors.As(e, &a) && a.Reason == "unknown model"
@@ -126,7 +131,7 @@ func TestRunPolicyFailures(t *testing.T) {
 			return errors.As(e, &a)
 		}},
 	} {
-		_, err := Run(context.Background(), scripted{tc.fn}, &SliceSource{Jobs: jobs}, Config{Cluster: twoModels, RoundSeconds: 100})
+		_, err := sim.Run(context.Background(), scripted{tc.fn}, &workload.SliceSource{Jobs: jobs}, sim.Config{Cluster: twoModels, RoundSeconds: 100})
 		if err == nil || !tc.check(err) {
 			t.Errorf("%s: err = %v", tc.name, err)
 		}
@@ -134,11 +139,11 @@ func TestRunPolicyFailures(t *testing.T) {
 }
 
 func TestRunCapacityViolation(t *testing.T) {
-	jobs := []JobSpec{job("a", 0, 10, 1, "fast", 1.0), job("b", 0, 10, 1, "fast", 1.0)}
+	jobs := []workload.JobSpec{job("a", 0, 10, 1, "fast", 1.0), job("b", 0, 10, 1, "fast", 1.0)}
 	both := scripted{func(s *policy.Snapshot) (policy.Assignment, error) {
 		return policy.Assignment{"a": "fast", "b": "fast"}, nil
 	}}
-	_, err := Run(context.Background(), both, &SliceSource{Jobs: jobs}, Config{Cluster: twoModels, RoundSeconds: 100})
+	_, err := sim.Run(context.Background(), both, &workload.SliceSource{Jobs: jobs}, sim.Config{Cluster: twoModels, RoundSeconds: 100})
 	var a *policy.AssignmentError
 	if !errors.As(err, &a) || a.Reason != "model over capacity" {
 		t.Errorf("err = %v, want model over capacity", err)
@@ -149,15 +154,15 @@ func TestRunCapacityViolation(t *testing.T) {
 // the same log twice on the same seed, and every run respects the rules
 // (Run checks each assignment).
 func TestRunDeterministic(t *testing.T) {
-	cl := []ClusterModel{{Name: "v100", GPUs: 8}, {Name: "p100", GPUs: 8}, {Name: "k80", GPUs: 8}}
+	cl := []allocator.Model{{Name: "v100", GPUs: 8}, {Name: "p100", GPUs: 8}, {Name: "k80", GPUs: 8}}
 	for _, name := range policy.Names() {
-		var logs [2]*Log
+		var logs [2]*sim.Log
 		for k := range logs {
 			p, err := policy.New(name, policy.Options{Seed: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
-			lg, err := Run(context.Background(), p, NewGenerator(GenConfig{Rate: 1, Seed: 5, MultiGPU: true, Jobs: 40}), Config{Cluster: cl, MaxRounds: 20000})
+			lg, err := sim.Run(context.Background(), p, workload.NewGenerator(workload.GenConfig{Rate: 1, Seed: 5, MultiGPU: true, Jobs: 40}), sim.Config{Cluster: cl, MaxRounds: 20000})
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -170,7 +175,7 @@ func TestRunDeterministic(t *testing.T) {
 		if d := cmp.Diff(logs[0].Events, logs[1].Events); d != "" {
 			t.Errorf("%s: events differ between identical runs (-first,+second):\n%s", name, d)
 		}
-		_, s := Analyse(logs[0], nil)
+		_, s := metrics.Analyse(logs[0], nil)
 		if s.Finished+s.Rejected != 40 || s.Unfinished != 0 {
 			t.Errorf("%s: finished %d, rejected %d, unfinished %d of 40", name, s.Finished, s.Rejected, s.Unfinished)
 		}
@@ -181,12 +186,12 @@ func TestRunDeterministic(t *testing.T) {
 }
 
 func TestRunWindowStops(t *testing.T) {
-	cl := []ClusterModel{{Name: "v100", GPUs: 8}, {Name: "p100", GPUs: 8}, {Name: "k80", GPUs: 8}}
-	lg, err := Run(context.Background(), policy.NewFIFOPerf(policy.Options{}), NewGenerator(GenConfig{Rate: 1, Seed: 1}), Config{Cluster: cl, Window: Window{20, 30}})
+	cl := []allocator.Model{{Name: "v100", GPUs: 8}, {Name: "p100", GPUs: 8}, {Name: "k80", GPUs: 8}}
+	lg, err := sim.Run(context.Background(), policy.NewFIFOPerf(policy.Options{}), workload.NewGenerator(workload.GenConfig{Rate: 1, Seed: 1}), sim.Config{Cluster: cl, Window: sim.Window{20, 30}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, s := Analyse(lg, nil)
+	res, s := metrics.Analyse(lg, nil)
 	if s.Measured != 10 || s.Finished != 10 {
 		t.Fatalf("measured %d, finished %d; want 10, 10", s.Measured, s.Finished)
 	}
@@ -196,80 +201,5 @@ func TestRunWindowStops(t *testing.T) {
 	}
 	if end := lg.Rounds[len(lg.Rounds)-1].Start; end > last {
 		t.Errorf("run went on to %v after the window finished at %v", end, last)
-	}
-}
-
-func TestGenerator(t *testing.T) {
-	for _, stream := range []Stream{StreamOurs, StreamGavel} {
-		t.Run(string(stream), func(t *testing.T) {
-			g := NewGenerator(GenConfig{Rate: 2, Seed: 11, MultiGPU: true, Jobs: 20000, Stream: stream})
-			count := map[int]int{}
-			var last float64
-			var n int
-			long := 0
-			tab := GavelThroughputs()
-			for {
-				j, err := g.Next()
-				if err != nil {
-					break
-				}
-				n++
-				count[j.GPUs]++
-				if j.GPUs > 1 && !tab.Distributed[j.Type] {
-					t.Fatalf("job %s: %d GPUs for non-distributed type %q", j.ID, j.GPUs, j.Type)
-				}
-				if j.Arrival < last {
-					t.Fatalf("arrivals not sorted at %s", j.ID)
-				}
-				last = j.Arrival
-				if j.Work/j.Rate["v100"] > 60*1000*1.0001 {
-					long++
-				}
-			}
-			if n != 20000 {
-				t.Fatalf("generated %d jobs, want 20000", n)
-			}
-			// Mean inter-arrival 1800 s at 2 jobs/hour.
-			if mean := last / float64(n-1); math.Abs(mean-1800)/1800 > 0.05 {
-				t.Errorf("mean inter-arrival %v s, want about 1800", mean)
-			}
-			// Gavel draws the scale factor first for every job: 30% multi-GPU.
-			multi := float64(n-count[1]) / float64(n)
-			if want := 0.3; math.Abs(multi-want) > 0.02 {
-				t.Errorf("multi-GPU fraction %v, want about %v", multi, want)
-			}
-			if frac := float64(long) / float64(n); math.Abs(frac-0.2) > 0.02 {
-				t.Errorf("long-job fraction %v, want about 0.2", frac)
-			}
-		})
-	}
-}
-
-// refuser rejects job "a" at its first round and runs the rest FIFO.
-type refuser struct {
-	scripted
-	told bool
-}
-
-func (r *refuser) Rejected() map[string]string {
-	if r.told {
-		return nil
-	}
-	r.told = true
-	return map[string]string{"a": "test refusal"}
-}
-
-func TestRunPolicyRejects(t *testing.T) {
-	jobs := []JobSpec{job("a", 0, 10, 1, "fast", 1.0), job("b", 0, 10, 1, "fast", 1.0)}
-	p := &refuser{scripted: scripted{func(s *policy.Snapshot) (policy.Assignment, error) {
-		return policy.Assignment{s.Jobs[len(s.Jobs)-1].ID: "fast"}, nil
-	}}}
-	lg, err := Run(context.Background(), p, &SliceSource{Jobs: jobs}, Config{Cluster: twoModels, RoundSeconds: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, s := Analyse(lg, nil)
-	if !res[0].Rejected || res[0].Finished || !res[1].Finished || s.Rejected != 1 || s.Unfinished != 0 {
-		t.Errorf("results %+v / %+v, summary rejected %d unfinished %d", res[0], res[1], s.Rejected, s.Unfinished)
 	}
 }

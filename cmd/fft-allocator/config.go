@@ -10,25 +10,31 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsimple"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
 )
 
 // fileConfig is the -config file (HCL, or JSON when the name ends in .json).
 // Every setting is optional; see README.md for an example.
 type fileConfig struct {
-	Nomad     *connBlock   `hcl:"nomad,block"`
-	Consul    *consulBlock `hcl:"consul,block"`
-	Round     *string      `hcl:"round,optional"`
-	HTTPAddr  *string      `hcl:"http_addr,optional"`
-	LogLevel  *string      `hcl:"log_level,optional"`
-	LogJSON   *bool        `hcl:"log_json,optional"`
-	ID        *string      `hcl:"id,optional"`
-	LeaderTTL *string      `hcl:"leader_ttl,optional"`
-	Engine    *engineBlock `hcl:"engine,block"`
+	Nomad    *connBlock   `hcl:"nomad,block"`
+	Consul   *consulBlock `hcl:"consul,block"`
+	Round    *string      `hcl:"round,optional"`
+	HTTPAddr *string      `hcl:"http_addr,optional"`
+	LogLevel *string      `hcl:"log_level,optional"`
+	LogJSON  *bool        `hcl:"log_json,optional"`
+	// MetricsPerJob is -metrics-per-job.
+	MetricsPerJob *bool         `hcl:"metrics_per_job,optional"`
+	ID            *string       `hcl:"id,optional"`
+	LeaderTTL     *string       `hcl:"leader_ttl,optional"`
+	Engine        *engineBlock  `hcl:"engine,block"`
+	Tenants       *tenantsBlock `hcl:"tenants,block"`
 
 	// -min-round-gap and -node-pool.
 	MinRoundGap *string `hcl:"min_round_gap,optional"`
 	NodePool    *string `hcl:"node_pool,optional"`
+	// -progress-auth.
+	ProgressAuth *string `hcl:"progress_auth,optional"`
 }
 
 // connBlock is how to reach Nomad (the nomad block) or Consul (the consul
@@ -60,6 +66,25 @@ type engineBlock struct {
 	PricePreemption *bool         `hcl:"price_preemption,optional"`
 	NodeLimit       *int          `hcl:"node_limit,optional"`
 	TenantWeights   *bool         `hcl:"tenant_weights,optional"`
+}
+
+// tenantsBlock is the operator's shares between tenants (loop.TenantShares).
+type tenantsBlock struct {
+	By           string             `hcl:"by"`
+	DefaultShare *float64           `hcl:"default_share,optional"`
+	Shares       map[string]float64 `hcl:"shares,optional"`
+}
+
+// tenantShares reads the tenants block.
+func tenantShares(path string, b *tenantsBlock) (*loop.TenantShares, error) {
+	ts := &loop.TenantShares{By: loop.TenantBy(b.By), Shares: b.Shares}
+	if b.DefaultShare != nil {
+		ts.Default = *b.DefaultShare
+	}
+	if err := ts.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return ts, nil
 }
 
 type weightsBlock struct {
@@ -124,10 +149,14 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 	}
 	str("http-addr", &f.httpAddr, fc.HTTPAddr)
 	str("node-pool", &f.nodePool, fc.NodePool)
+	str("progress-auth", &f.progressAuth, fc.ProgressAuth)
 	str("log-level", &f.logLevel, fc.LogLevel)
 	str("id", &f.id, fc.ID)
 	if fc.LogJSON != nil && !set["log-json"] {
 		f.logJSON = *fc.LogJSON
+	}
+	if fc.MetricsPerJob != nil && !set["metrics-per-job"] {
+		f.metricsPerJob = *fc.MetricsPerJob
 	}
 	if err := dur("round", "round", &f.round, fc.Round); err != nil {
 		return eng, err
@@ -138,17 +167,22 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 	if err := dur("min-round-gap", "min_round_gap", &f.minRoundGap, fc.MinRoundGap); err != nil {
 		return eng, err
 	}
+	if fc.Tenants != nil {
+		ts, err := tenantShares(path, fc.Tenants)
+		if err != nil {
+			return eng, err
+		}
+		f.tenants = ts
+	}
 	if e := fc.Engine; e != nil {
-		num := func(key string, dst *float64, v *float64, positive bool) error {
+		// num sets dst to v when v is a number in [lo, hi]: the round
+		// engine's range for it (allocator/limits.go).
+		num := func(key string, dst *float64, v *float64, lo, hi float64, what string) error {
 			if v == nil {
 				return nil
 			}
-			if math.IsNaN(*v) || math.IsInf(*v, 0) || *v < 0 || (positive && *v == 0) {
-				want := "a finite number >= 0"
-				if positive {
-					want = "a finite number > 0"
-				}
-				return fmt.Errorf("%s: engine %s = %g: expected %s", path, key, *v, want)
+			if math.IsNaN(*v) || *v < lo || *v > hi {
+				return fmt.Errorf("%s: engine %s = %g: expected %s from %g to %g", path, key, *v, what, lo, hi)
 			}
 			*dst = *v
 			return nil
@@ -162,15 +196,15 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 				{"weights.jct", &eng.Weights.JCT, w.JCT}, {"weights.volume", &eng.Weights.Volume, w.Volume},
 				{"weights.switch", &eng.Weights.Switch, w.Switch}, {"weights.fairness", &eng.Weights.Fairness, w.Fairness},
 			} {
-				if err := num(x.key, x.dst, x.v, false); err != nil {
+				if err := num(x.key, x.dst, x.v, 0, allocator.MaxWeight, "a weight (0 turns the term off; default 1)"); err != nil {
 					return eng, err
 				}
 			}
 		}
-		if err := num("transfer_gbps", &eng.TransferGbps, e.TransferGbps, true); err != nil {
+		if err := num("transfer_gbps", &eng.TransferGbps, e.TransferGbps, allocator.MinTransferGbps, allocator.MaxTransferGbps, "a checkpoint transfer rate in Gbit/s (default 10)"); err != nil {
 			return eng, err
 		}
-		if err := num("restart_seconds", &eng.RestartSeconds, e.RestartSeconds, false); err != nil {
+		if err := num("restart_seconds", &eng.RestartSeconds, e.RestartSeconds, 0, allocator.MaxRestartSeconds, "a restart time in seconds (default 30)"); err != nil {
 			return eng, err
 		}
 		if err := engineObjective(path, &eng, e); err != nil {

@@ -16,10 +16,15 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
 	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/nomadapi"
+	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/telemetry"
+	"github.com/nomad-fft/nomad-fft/allocator/ui"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
-	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
+	"github.com/nomad-fft/nomad-fft/cmd/internal/version"
 )
 
 const usage = `Usage: fft-allocator [options]
@@ -37,8 +42,14 @@ const usage = `Usage: fft-allocator [options]
 Options:
 `
 
+// The values of -progress-auth.
+const (
+	progressAuthNomad = "nomad"
+	progressAuthNone  = "none"
+)
+
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 type flags struct {
@@ -52,15 +63,25 @@ type flags struct {
 	httpAddr      string
 	logLevel      string
 	logJSON       bool
+	metricsPerJob bool
 	once          bool
 	id            string
 	leaderTTL     time.Duration
 	config        string
+	// progressAuth is how progress reports are authenticated: "nomad"
+	// (the task's workload identity, verified by Nomad) or "none".
+	progressAuth string
+	version      bool
 	// engine is the round engine's configuration (defaults, then -config).
 	engine allocator.Config
 	// tenantWeights counts fft.weight in the fairness shares (-config's
 	// engine tenant_weights; off is the paper).
 	tenantWeights bool
+	// policy names the registry's policy that decides the rounds.
+	policy string
+	// tenants are the operator's shares between tenants (-config's tenants
+	// block; nil: none, every job its own share).
+	tenants *loop.TenantShares
 }
 
 func parse(args []string, stderr io.Writer) (*flags, error) {
@@ -71,6 +92,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
 	}
+	fs.BoolVar(&f.version, "version", false, "Print the version and the commit it was built from, and exit.")
 	fs.StringVar(&f.config, "config", "", "An HCL (or .json) configuration file; flags given on the command line override it, and it overrides the environment.")
 	f.nomad.Flags(fs, "nomad-", "Nomad", connect.NomadEnv)
 	f.consul.Flags(fs, "consul-", "Consul", connect.ConsulEnv)
@@ -78,15 +100,21 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.round, "round", 300*time.Second, "Round length R.")
 	fs.DurationVar(&f.minRoundGap, "min-round-gap", 5*time.Second, "Least time between the starts of two rounds when a job's arrival or finish brings a round forward (a burst is one round); 0 turns early rounds off.")
 	fs.StringVar(&f.nodePool, "node-pool", "gpu", `Nomad node pool of the GPU clients: capacity counts its nodes only, and a managed job outside it is held until a round moves it in. "" counts every node and holds jobs with the gate constraint alone.`)
-	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:4650", "Address of the HTTP API (/v1/health, /v1/status, /v1/metrics, /v1/progress); empty disables it.")
+	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:4650", "Address of the HTTP API (/v1/health, /v1/status, /v1/metrics, /v1/progress) and the status page (/ui); empty disables it.")
 	fs.StringVar(&f.logLevel, "log-level", "info", "Log level: trace, debug, info, warn or error.")
-	fs.BoolVar(&f.logJSON, "log-json", false, "Write logs as JSON.")
+	fs.BoolVar(&f.logJSON, "log-json", false, "Write logs as JSON, one object a line (the per-round audit events included).")
+	fs.BoolVar(&f.metricsPerJob, "metrics-per-job", false, "Export one fft_job_rho series per active job on /v1/metrics (off: at thousands of jobs that is too many series).")
+	fs.StringVar(&f.policy, "policy", policy.DefaultName, "The policy that decides each round, by its name in the registry (fftctl simulate -list): the default, fft-rate, is FFT with the unit-free objective and restarts priced; fft is the paper's FFT, with the -config engine block; any other name runs that policy as registered, for example gavel-ftf to compare it with FFT on this cluster.")
 	fs.BoolVar(&f.once, "once", false, "Run one round and exit (status 1 if it failed). It does not take the leader lock.")
 	host, _ := os.Hostname()
 	fs.StringVar(&f.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "This replica's name in the leader lock.")
 	fs.DurationVar(&f.leaderTTL, "leader-ttl", 15*time.Second, "TTL of the leader lock's Consul session (at least 10s): a standby takes over within it when the leader dies.")
+	fs.StringVar(&f.progressAuth, "progress-auth", progressAuthNomad, `How PUT /v1/progress/<namespace>/<job> authenticates a report: "nomad" takes it only with the workload identity of one of the job's own running tasks (X-Nomad-Token: $NOMAD_TOKEN), verified by Nomad, which needs Nomad ACLs; "none" takes every report (clusters without ACLs).`)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if f.version {
+		return f, nil
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
@@ -105,8 +133,14 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	if f.leaderTTL < consulstore.MinLeaderTTL {
 		return nil, fmt.Errorf("-leader-ttl=%s: want at least %s (Consul's minimum session TTL)", f.leaderTTL, consulstore.MinLeaderTTL)
 	}
-	if f.round < time.Second {
-		return nil, fmt.Errorf("-round=%s: want at least 1s", f.round)
+	if f.round < time.Second || f.round.Seconds() > allocator.MaxRoundSeconds {
+		return nil, fmt.Errorf("-round=%s: want at least 1s and at most %gs", f.round, allocator.MaxRoundSeconds)
+	}
+	f.engine.RoundSeconds = f.round.Seconds()
+	// loadConfig checked each engine setting; this catches any that a
+	// later change of the engine's ranges would leave unchecked.
+	if err := f.engine.Validate(); err != nil {
+		return nil, fmt.Errorf("engine settings: %w", err)
 	}
 	if f.minRoundGap < 0 {
 		return nil, fmt.Errorf("-min-round-gap=%s: want 0 (no early rounds) or more", f.minRoundGap)
@@ -114,13 +148,16 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	if f.nodePool == "all" {
 		return nil, fmt.Errorf(`-node-pool=%q: Nomad's pool of every node holds no job back; name the GPU clients' pool, or "" for none`, f.nodePool)
 	}
+	if f.progressAuth != progressAuthNomad && f.progressAuth != progressAuthNone {
+		return nil, fmt.Errorf(`-progress-auth=%q: want "nomad" (the task's workload identity) or "none"`, f.progressAuth)
+	}
 	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
 		return nil, fmt.Errorf("-log-level=%q: want trace, debug, info, warn or error", f.logLevel)
 	}
 	return f, nil
 }
 
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	f, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -128,6 +165,10 @@ func run(args []string, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "fft-allocator: %v\n", err)
 		return 2
+	}
+	if f.version {
+		fmt.Fprintln(stdout, "fft-allocator "+version.Get().String())
+		return 0
 	}
 	log := hclog.New(&hclog.LoggerOptions{
 		Name: "fft-allocator", Level: hclog.LevelFromString(f.logLevel), JSONFormat: f.logJSON, Output: stderr,
@@ -149,8 +190,25 @@ func run(args []string, stderr io.Writer) int {
 	cfg.RoundSeconds = f.round.Seconds()
 	na := nomadapi.New(nc, log.Named("nomad")).WithNodePool(f.nodePool)
 	store := consulstore.New(cc, f.prefix).WithLog(log.Named("leader").Info)
-	svc := live.New(na, na, store, live.WithConfig(cfg), live.WithLogger(log), live.WithTenantWeights(f.tenantWeights),
-		live.WithEarlyRounds(f.minRoundGap))
+	pol, err := f.newPolicy(cfg)
+	if err != nil {
+		log.Error("choosing the policy; see -policy", "error", err)
+		return 1
+	}
+	// The metrics read the service's status, and the service reports each round to them: set
+	// metrics before the first round runs.
+	var metrics *telemetry.Metrics
+	audit := telemetry.NewAudit(log)
+	history := ui.NewHistory(0)
+	rounds := loop.New(na, na, store, loop.WithConfig(cfg), loop.WithPolicy(pol), loop.WithLogger(log),
+		loop.WithTenantWeights(f.tenantWeights), loop.WithTenantShares(f.tenants))
+	svc := live.New(rounds, live.WithLogger(log), live.WithEarlyRounds(f.minRoundGap),
+		live.WithRoundHook(func(rec *loop.RoundRecord, err error) {
+			metrics.ObserveRound(rec, err)
+			audit.ObserveRound(rec, err)
+			history.ObserveRound(rec, err)
+		}))
+	metrics = telemetry.New(svc, telemetry.WithPerJob(f.metricsPerJob))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -160,13 +218,18 @@ func run(args []string, stderr io.Writer) int {
 			log.Error("listening for the HTTP API", "address", f.httpAddr, "error", err)
 			return 1
 		}
-		srv := &http.Server{Handler: live.Handler(svc), ReadHeaderTimeout: 10 * time.Second}
+		hopts := []live.HandlerOption{live.WithMetrics(metrics.Handler()), live.WithUI(ui.Handler(svc, history))}
+		if f.progressAuth == progressAuthNomad {
+			hopts = append(hopts, live.WithTaskVerifier(nomadapi.NewIdentityVerifier(nc)))
+		}
+		srv := &http.Server{Handler: live.Handler(svc, hopts...), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
 		log.Info("HTTP API listening", "address", ln.Addr().String())
 	}
 	log.Info("starting", "id", f.id, "nomad", nc.Address(), "consul", ccfg.Scheme+"://"+ccfg.Address, "prefix", f.prefix,
-		"round", f.round, "tenant_weights", f.tenantWeights, "min_round_gap", f.minRoundGap, "node_pool", f.nodePool)
+		"round", f.round, "policy", pol.Name(), "progress_auth", f.progressAuth, "tenant_weights", f.tenantWeights, "min_round_gap", f.minRoundGap,
+		"node_pool", f.nodePool, "version", version.Get().String())
 	if f.once {
 		if _, err := svc.RunRound(ctx); err != nil {
 			return 1
@@ -181,4 +244,17 @@ func run(args []string, stderr io.Writer) int {
 	})
 	log.Info("stopped")
 	return 0
+}
+
+// newPolicy builds the -policy policy: "fft" is the paper's FFT with the
+// engine configuration of -config (the paper's objective unless the file
+// says otherwise); any other name, the default fft-rate included, is the
+// registry's policy as registered. Every FFT variant takes the cluster's
+// facts (round length, restart_seconds, transfer_gbps) from cfg
+// (allocator.Config.WithWorld).
+func (f *flags) newPolicy(cfg allocator.Config) (policy.Policy, error) {
+	if f.policy == policy.FFTName {
+		return policy.NewFFTWith(f.policy, cfg), nil
+	}
+	return policy.New(f.policy, policy.Options{RestartSeconds: cfg.RestartSeconds})
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nomad-fft/nomad-fft/cmd/internal/version"
 )
 
 func TestParse(t *testing.T) {
@@ -40,8 +42,17 @@ func TestParse(t *testing.T) {
 			t.Errorf("parse(%q): err = %v, want %q", tc.args, err, tc.want)
 		}
 	}
-	if code := run([]string{"-h"}, &out); code != 0 || !strings.Contains(out.String(), "NOMAD_ADDR") {
+	if code := run([]string{"-h"}, io.Discard, &out); code != 0 || !strings.Contains(out.String(), "NOMAD_ADDR") {
 		t.Errorf("-h: code %d, usage %q", code, out.String())
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	want := "fft-allocator " + version.Get().String() + "\n"
+	// -version wins over settings that would otherwise fail, as `nomad -version` does.
+	if code := run([]string{"-version", "-round", "1ms"}, &stdout, &stderr); code != 0 || stdout.String() != want {
+		t.Errorf("-version: code %d, stdout %q (want %q), stderr %q", code, stdout.String(), want, stderr.String())
 	}
 }
 
@@ -77,6 +88,10 @@ engine {
   price_preemption = true
   tenant_weights   = true
 }
+tenants {
+  by     = "namespace"
+  shares = { ml = 2 }
+}
 `)
 	var out bytes.Buffer
 	f, err := parse([]string{"-config", good, "-nomad-token", "from-flag"}, &out)
@@ -92,20 +107,29 @@ engine {
 	if e.Weights.Fairness != 2 || e.Weights.JCT != 1 || e.Volume != "remaining" || e.TransferGbps != 25 || e.RestartSeconds != 30 || !e.PricePreemption || !f.tenantWeights {
 		t.Errorf("engine config %+v, tenant weights %v", e, f.tenantWeights)
 	}
+	if ts := f.tenants; ts == nil || ts.By != "namespace" || ts.Shares["ml"] != 2 {
+		t.Errorf("tenant shares %+v", ts)
+	}
 	for _, tc := range []struct{ body, want string }{
 		{`round = "soon"`, `round = "soon": expected a duration`},
 		{`min_round_gap = "often"`, `min_round_gap = "often": expected a duration`},
 		{"engine {\n volume_term = \"most\"\n}", `engine volume_term = "most"`},
+		{"engine {\n transfer_gbps = 0\n}", "engine transfer_gbps = 0: expected a checkpoint transfer rate in Gbit/s (default 10) from 1e-06 to 1e+09"},
 		{"engine {\n volume_term = \"rate\"\n}", `engine volume_term = "rate": expected "total" (the paper), "remaining", or "rate" with objective = "units"`},
 		{"engine {\n objective = \"fair\"\n}", `engine objective = "fair": expected "paper" (the default) or "units"`},
 		{"engine {\n debt = \"owed\"\n}", `engine debt = "owed"`},
-		{"engine {\n transfer_gbps = 0\n}", "engine transfer_gbps = 0: expected a finite number > 0"},
 		{"engine {\n weights {\n jct = -1\n }\n}", "engine weights.jct = -1"},
+		{"engine {\n weights {\n volume = 1e300\n }\n}", "engine weights.volume = 1e+300: expected a weight (0 turns the term off; default 1) from 0 to 1e+06"},
+		{"engine {\n restart_seconds = -1\n}", "engine restart_seconds = -1: expected a restart time in seconds"},
+		{"engine {\n node_limit = -1\n}", "engine node_limit = -1"},
+		{`round = "5000000000s"`, "-round=1388888h53m20s: want at least 1s and at most 1e+09s"},
 		{`colour = "blue"`, `Unsupported argument`},
 		{"consul {\n colour = \"blue\"\n}", `Unsupported argument; An argument named "colour"`},
 		// Type errors point at the line and column of the value.
 		{"nomad {\n tls_skip_verify = \"maybe\"\n}", `bad.hcl:2,21-26: Unsuitable value type; Unsuitable value: a bool is required`},
 		{"engine {\n tenant_weights = 2\n}", `bad.hcl:2,19-20: Unsuitable value type`},
+		{"tenants {\n by = \"team\"\n}", `tenants by = "team": expected "user" or "namespace"`},
+		{"tenants {\n by = \"user\"\n shares = { a = 0 }\n}", `tenants share "a" = 0: expected a finite number > 0`},
 		{"engine {\n price_preemption = \"yes\"\n}", `bad.hcl:2,22-25: Unsuitable value type; Unsuitable value: a bool is required`},
 	} {
 		p := write("bad.hcl", tc.body)
@@ -224,7 +248,7 @@ consul {
 	}
 	// The help lists the TLS flags of both APIs with the variables they override.
 	var out bytes.Buffer
-	run([]string{"-h"}, &out)
+	run([]string{"-h"}, io.Discard, &out)
 	for _, want := range []string{"-nomad-ca-cert", "NOMAD_CACERT", "-consul-client-key", "CONSUL_CLIENT_KEY", "-consul-tls-skip-verify"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-h does not mention %s", want)
@@ -255,4 +279,32 @@ func TestREADMEConfig(t *testing.T) {
 	if f.id != "allocator-1" || f.nomad.Address != "http://127.0.0.1:4646" || f.prefix != "nomad-fft/v1" || f.tenantWeights {
 		t.Errorf("README.md's example read as %+v", f)
 	}
+}
+
+// FuzzConfigFile: no -config file panics parse, a rejected one gets an
+// error that names the file, and an accepted one gives engine settings
+// the round engine accepts.
+func FuzzConfigFile(f *testing.F) {
+	f.Add("round = \"60s\"\nengine {\n weights {\n fairness = 2\n }\n transfer_gbps = 25\n}\n")
+	f.Add("engine {\n transfer_gbps = 1e-300\n restart_seconds = 1e300\n}\n")
+	f.Add("engine {\n weights {\n jct = -0\n switch = 1e6\n }\n node_limit = 9999999999\n}\n")
+	f.Add("nomad {\n address = \"http://x\"\n}\nconsul {\n prefix = \"\"\n}\nleader_ttl = \"-1s\"\n")
+	f.Add("{")
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, body string) {
+		p := filepath.Join(dir, "fuzz.hcl")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fl, err := parse([]string{"-config", p}, io.Discard)
+		if err != nil {
+			if !strings.Contains(err.Error(), "fuzz.hcl") && !strings.HasPrefix(err.Error(), "-") {
+				t.Fatalf("error %q names neither the file nor the flag", err)
+			}
+			return
+		}
+		if err := fl.engine.Validate(); err != nil {
+			t.Fatalf("accepted %q but the engine rejects its settings: %v", body, err)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -26,6 +27,9 @@ const (
 	DeviceType = device.DeviceTypeGPU
 	// VisibleDevicesEnv is the variable Reserve sets for the NVIDIA container runtime and CUDA.
 	VisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES"
+	// ModelEnv names the reserved GPUs' model for the fft task driver, which gets the
+	// reservation's environment but not the allocated devices' names.
+	ModelEnv = "FFT_GPU_MODEL"
 )
 
 // PluginVersion is the plugin's version, overridable with
@@ -220,6 +224,12 @@ func (p *Plugin) Reserve(ids []string) (*device.ContainerReservation, error) {
 			rerr.Unknown = append(rerr.Unknown, id)
 		}
 	}
+	var models []string
+	for _, id := range ids {
+		if g, ok := p.known[id]; ok && !slices.Contains(models, g.Model) {
+			models = append(models, g.Model)
+		}
+	}
 	p.mu.Unlock()
 	if len(rerr.Unknown) > 0 || len(rerr.Duplicate) > 0 {
 		sort.Strings(rerr.Unknown)
@@ -227,7 +237,7 @@ func (p *Plugin) Reserve(ids []string) (*device.ContainerReservation, error) {
 		return nil, rerr
 	}
 	return &device.ContainerReservation{
-		Envs: map[string]string{VisibleDevicesEnv: strings.Join(ids, ",")},
+		Envs: map[string]string{VisibleDevicesEnv: strings.Join(ids, ","), ModelEnv: strings.Join(models, ",")},
 	}, nil
 }
 

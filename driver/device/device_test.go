@@ -294,6 +294,9 @@ func TestReserve(t *testing.T) {
 			if got := res.Envs[VisibleDevicesEnv]; got != tc.wantEnv {
 				t.Errorf("%s = %q, want %q", VisibleDevicesEnv, got, tc.wantEnv)
 			}
+			if got := res.Envs[ModelEnv]; tc.wantEnv != "" && got != groups[1].Name {
+				t.Errorf("%s = %q, want %q", ModelEnv, got, groups[1].Name)
+			}
 		})
 	}
 }

@@ -24,6 +24,8 @@ type NomadAgent struct {
 	// ConsulAddr is the Consul agent's HTTP address (127.0.0.1:port); "" leaves Nomad's
 	// default, 127.0.0.1:8500.
 	ConsulAddr string
+	// ACL turns Nomad's ACLs on (acl { enabled = true }); the cluster then needs bootstrapping.
+	ACL bool
 }
 
 // NomadClient is a Nomad client that runs raw_exec tasks and loads the device plugin with fake
@@ -39,6 +41,8 @@ type NomadClient struct {
 	// PluginDir holds the device plugin's executable, named PluginName.
 	PluginDir string
 	GPU       FakeGPU
+	// Extra is more HCL at the top level of the client's configuration (another plugin block).
+	Extra string
 }
 
 // FakeGPU is the device plugin's fake block: Count GPUs of Model
@@ -58,6 +62,10 @@ func nomadCommon(a NomadAgent) string {
 	consulAddr := ""
 	if a.ConsulAddr != "" {
 		consulAddr = "\n  address          = " + quote(a.ConsulAddr)
+	}
+	acl := ""
+	if a.ACL {
+		acl = "\nacl {\n  enabled = true\n}\n"
 	}
 	return fmt.Sprintf(`name                 = %s
 data_dir             = %s
@@ -82,7 +90,7 @@ consul {%s
   server_auto_join = false
   client_auto_join = false
 }
-`, quote(a.Name), quote(a.DataDir), quote(a.LogLevel), a.Ports.HTTP, a.Ports.RPC, a.Ports.Serf, consulAddr)
+%s`, quote(a.Name), quote(a.DataDir), quote(a.LogLevel), a.Ports.HTTP, a.Ports.RPC, a.Ports.Serf, consulAddr, acl)
 }
 
 // NomadServerConfig is the configuration of a Nomad server that elects itself.
@@ -136,7 +144,7 @@ plugin %s {
     }
   }
 }
-`, quote(c.PluginDir), quote(c.Server), pool, quote(c.CgroupParent), quote(PluginName), quote(c.GPU.Model), c.GPU.Count, gpu)
+`, quote(c.PluginDir), quote(c.Server), pool, quote(c.CgroupParent), quote(PluginName), quote(c.GPU.Model), c.GPU.Count, gpu) + c.Extra
 }
 
 // ConsulPorts are the ports a Consul dev agent binds (DNS and gRPC are off).
@@ -150,6 +158,26 @@ func ConsulDevArgs(dataDir string, p ConsulPorts) []string {
 		"-data-dir", dataDir, "-disable-host-node-id",
 		"-hcl", fmt.Sprintf("ports { http = %d, server = %d, serf_lan = %d, serf_wan = %d, dns = -1, grpc = -1, grpc_tls = -1 }",
 			p.HTTP, p.Server, p.SerfLAN, p.SerfWAN),
+		"-hcl", "disable_update_check = true"}
+}
+
+// ConsulACLArgs are the flags that turn a dev agent's ACLs on with default deny: management is
+// both the initial management token and the agent's own token (so the agent can register its
+// node, which sessions need).
+func ConsulACLArgs(management string) []string {
+	return []string{"-hcl", fmt.Sprintf(`acl { enabled = true, default_policy = "deny", tokens { initial_management = %s, agent = %s } }`,
+		quote(management), quote(management))}
+}
+
+// ConsulClientArgs are the arguments of a Consul client agent named node on loopback, with its
+// data in dataDir, that joins the agent whose LAN gossip is at join (127.0.0.1:port). Nomad
+// clients need one Consul agent each: a Nomad client removes from its agent the services it
+// did not register, so two sharing one agent unregister each other's.
+func ConsulClientArgs(dataDir, node string, p ConsulPorts, join string) []string {
+	return []string{"agent", "-bind", "127.0.0.1", "-client", "127.0.0.1",
+		"-data-dir", dataDir, "-node", node, "-disable-host-node-id", "-retry-join", join,
+		"-hcl", fmt.Sprintf("ports { http = %d, serf_lan = %d, serf_wan = -1, server = %d, dns = -1, grpc = -1, grpc_tls = -1 }",
+			p.HTTP, p.SerfLAN, p.Server),
 		"-hcl", "disable_update_check = true"}
 }
 

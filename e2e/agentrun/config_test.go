@@ -41,6 +41,8 @@ func TestNomadConfigs(t *testing.T) {
 	plain := client
 	plain.ConsulAddr, plain.NodePool, plain.LogLevel = "", "", "DEBUG"
 	plain.GPU = FakeGPU{Model: "NVIDIA A100-SXM4-40GB", Count: 2, Extra: `compute_capability = "8.0"`}
+	withACL := agent
+	withACL.ACL = true
 	for _, tc := range []struct {
 		name   string
 		config string
@@ -57,7 +59,10 @@ func TestNomadConfigs(t *testing.T) {
 			`advertise {`, `http = "127.0.0.1"`, `rpc = "127.0.0.1"`, `serf = "127.0.0.1"`, `}`,
 			`consul {`, `address = "127.0.0.1:8500"`, `auto_advertise = false`, `}`,
 			`server {`, `enabled = true`, `bootstrap_expect = 1`, `}`,
-		}, []string{"client {", "plugin"}},
+		}, []string{"client {", "plugin", "acl {"}},
+		{"server with ACLs", NomadServerConfig(withACL), []string{
+			`consul {`, `}`, `acl {`, `enabled = true`, `}`, `server {`, `enabled = true`, `}`,
+		}, nil},
 		{"client with a pool and memory", NomadClientConfig(client), []string{
 			`name = "fft-dev-h100"`,
 			`consul {`, `address = "127.0.0.1:8500"`, `}`,
@@ -87,6 +92,28 @@ func TestNomadConfigs(t *testing.T) {
 				t.Errorf("%d { but %d } in:\n%s", open, closed, tc.config)
 			}
 		})
+	}
+}
+
+func TestConsulACLArgs(t *testing.T) {
+	args := strings.Join(ConsulACLArgs("6f3c5b0e-0f70-4e2e-8ac1-000000000001"), " ")
+	for _, want := range []string{"acl { enabled = true", `default_policy = "deny"`,
+		`initial_management = "6f3c5b0e-0f70-4e2e-8ac1-000000000001"`, `agent = "6f3c5b0e-0f70-4e2e-8ac1-000000000001"`} {
+		if !strings.Contains(args, want) {
+			t.Errorf("consul ACL args lack %q: %s", want, args)
+		}
+	}
+}
+
+func TestConsulClientArgs(t *testing.T) {
+	args := strings.Join(ConsulClientArgs("/state/c1", "host-a", ConsulPorts{HTTP: 8600, Server: 1, SerfLAN: 2}, "127.0.0.1:8301"), " ")
+	for _, want := range []string{"-node host-a", "-retry-join 127.0.0.1:8301", "-data-dir /state/c1", "http = 8600", "serf_lan = 2", "-bind 127.0.0.1"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args %q lack %q", args, want)
+		}
+	}
+	if strings.Contains(args, "-dev") {
+		t.Errorf("args %q: a client agent is not a dev server", args)
 	}
 }
 

@@ -14,8 +14,11 @@ var probeClient = &http.Client{Timeout: 5 * time.Second}
 
 // ConsulReady returns nil once the Consul agent at addr (127.0.0.1:port) has elected a leader
 // and serves KV reads, which is what the ledger needs; until then it says what is missing.
-func ConsulReady(addr string) error {
-	leader, err := probe("http://"+addr+"/v1/status/leader", http.StatusOK)
+func ConsulReady(addr string) error { return ConsulReadyToken(addr, "") }
+
+// ConsulReadyToken is ConsulReady for an agent with ACLs on, reading KV with token.
+func ConsulReadyToken(addr, token string) error {
+	leader, err := probe("http://"+addr+"/v1/status/leader", "", http.StatusOK)
 	if err != nil {
 		return err
 	}
@@ -23,13 +26,20 @@ func ConsulReady(addr string) error {
 	if strings.Trim(strings.TrimSpace(leader), `"`) == "" {
 		return fmt.Errorf("consul at %s has no leader yet", addr)
 	}
-	_, err = probe("http://"+addr+"/v1/kv/fft-probe", http.StatusOK, http.StatusNotFound)
+	_, err = probe("http://"+addr+"/v1/kv/fft-probe", token, http.StatusOK, http.StatusNotFound)
 	return err
 }
 
 // probe GETs url and returns the body when the status is one of ok.
-func probe(url string, ok ...int) (string, error) {
-	resp, err := probeClient.Get(url)
+func probe(url, token string, ok ...int) (string, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	if token != "" {
+		req.Header.Set("X-Consul-Token", token)
+	}
+	resp, err := probeClient.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("probing consul: %w", err)
 	}

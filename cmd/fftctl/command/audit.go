@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/cli"
 
-	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
 // AuditCommand shows a job's ledger over time from the audit log.
@@ -65,7 +65,7 @@ func (c *AuditCommand) Run(args []string) int {
 type auditRow struct {
 	Round     int         `json:"round"`
 	Start     string      `json:"start"`
-	Action    live.Action `json:"action,omitempty"`
+	Action    loop.Action `json:"action,omitempty"`
 	Model     string      `json:"model,omitempty"`
 	RhoBefore float64     `json:"rho_before"`
 	RhoAfter  float64     `json:"rho_after"`
@@ -78,7 +78,7 @@ type auditRow struct {
 
 // auditRows picks job id's entries out of the round records, in round
 // order. It is pure.
-func auditRows(recs []*live.RoundRecord, id string) []auditRow {
+func auditRows(recs []*loop.RoundRecord, id string) []auditRow {
 	rows := []auditRow{}
 	for _, rec := range recs {
 		if msg := invalidError(rec, id); msg != "" {

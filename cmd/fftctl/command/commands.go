@@ -8,10 +8,9 @@ import (
 	"strings"
 
 	"github.com/hashicorp/cli"
-)
 
-// Version is fftctl's version, set at build time with -ldflags.
-var Version = "0.1.0-dev"
+	"github.com/nomad-fft/nomad-fft/cmd/internal/version"
+)
 
 // Meta is what every command shares: where it writes and how flags parse.
 type Meta struct {
@@ -48,6 +47,9 @@ func Commands(meta Meta) map[string]cli.CommandFactory {
 		"audit":    func() (cli.Command, error) { return &AuditCommand{Meta: meta}, nil },
 		"dev":      func() (cli.Command, error) { return &DevCommand{Meta: meta}, nil },
 		"explain":  func() (cli.Command, error) { return &ExplainCommand{Meta: meta}, nil },
+		"park":     func() (cli.Command, error) { return &ParkCommand{overrideFlags{Meta: meta}}, nil },
+		"pin":      func() (cli.Command, error) { return &PinCommand{overrideFlags{Meta: meta}}, nil },
+		"resume":   func() (cli.Command, error) { return &ResumeCommand{overrideFlags{Meta: meta}}, nil },
 		"report":   func() (cli.Command, error) { return &ReportCommand{Meta: meta}, nil },
 		"round":    func() (cli.Command, error) { return &RoundCommand{Meta: meta}, nil },
 		"run":      func() (cli.Command, error) { return &RunCommand{Meta: meta}, nil },
@@ -65,7 +67,7 @@ func Run(args []string) int {
 // RunWith is Run with explicit streams, for tests.
 func RunWith(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ui := &cli.BasicUi{Reader: stdin, Writer: stdout, ErrorWriter: stderr}
-	c := cli.NewCLI("fftctl", Version)
+	c := cli.NewCLI("fftctl", version.Get().String())
 	c.Args = args
 	c.Commands = Commands(Meta{Ui: ui, Stdout: stdout, Stderr: stderr})
 	c.HelpWriter = stdout
@@ -84,10 +86,10 @@ type VersionCommand struct{ Meta }
 var _ cli.Command = &VersionCommand{}
 
 func (c *VersionCommand) Help() string {
-	return "Usage: fftctl version\n\n  Prints the fftctl version."
+	return "Usage: fftctl version\n\n  Prints the fftctl version and the commit it was built from."
 }
 func (c *VersionCommand) Synopsis() string { return "Print the fftctl version" }
 func (c *VersionCommand) Run(args []string) int {
-	c.Ui.Output("fftctl v" + Version)
+	c.Ui.Output("fftctl " + version.Get().String())
 	return 0
 }

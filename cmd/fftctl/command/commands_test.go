@@ -23,9 +23,6 @@ func TestCommandsConventions(t *testing.T) {
 		if !strings.HasPrefix(help, "Usage: fftctl "+name) {
 			t.Errorf("%s: help starts %q", name, help[:min(len(help), 40)])
 		}
-		if name == "simulate" {
-			continue // its help is allocator/sim's, in a layout of its own
-		}
 		for _, line := range strings.Split(help, "\n") {
 			if len(line) > 80 {
 				t.Errorf("%s: help line over 80 columns: %q", name, line)

@@ -11,9 +11,9 @@ import (
 
 	"github.com/hashicorp/cli"
 
-	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/e2e/consultest"
-	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
 )
 
 // The commands that read and write Consul, against a real agent holding two
@@ -23,13 +23,13 @@ func TestCommandsAgainstConsul(t *testing.T) {
 	const prefix = "test/fftctl/v1"
 	store := consulstore.New(client, prefix)
 	ctx := context.Background()
-	rounds := []*live.RoundRecord{
+	rounds := []*loop.RoundRecord{
 		newRound(0).Model(a100, 2).Run("default/a", a100, 2, 0).Wait("default/b", 2, 0, 0.5).Invalid("default/bad", `job meta "fft.work" = "-1": expected a number > 0`).Obj(),
-		newRound(1).Model(a100, 2).Run("default/b", a100, 2, 0.5).Wait("default/a", 2, 0, 0.25).Action(live.ActionPark).Obj(),
+		newRound(1).Model(a100, 2).Run("default/b", a100, 2, 0.5).Wait("default/a", 2, 0, 0.25).Action(loop.ActionPark).Obj(),
 	}
-	ledgers := []map[string]live.JobRecord{
-		{"default/a": rec(live.StatusRunning, 0, 4, 10, a100), "default/b": rec(live.StatusWaiting, 0.5, 0, 10, "")},
-		{"default/a": rec(live.StatusWaiting, 0.25, 4, 10, a100), "default/b": rec(live.StatusRunning, 0, 4, 10, a100)},
+	ledgers := []map[string]loop.JobRecord{
+		{"default/a": rec(loop.StatusRunning, 0, 4, 10, a100), "default/b": rec(loop.StatusWaiting, 0.5, 0, 10, "")},
+		{"default/a": rec(loop.StatusWaiting, 0.25, 4, 10, a100), "default/b": rec(loop.StatusRunning, 0, 4, 10, a100)},
 	}
 	for k, r := range rounds {
 		prev, err := store.Load(ctx)
@@ -83,7 +83,7 @@ func TestCommandsAgainstConsul(t *testing.T) {
 		ui := cli.NewMockUi()
 		code, out, _ := run(&AuditCommand{Meta: Meta{Ui: ui}}, ui, "-json", "default/a")
 		var rows []auditRow
-		if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 2 || rows[0].Action != live.ActionStart || rows[1].Action != live.ActionPark || rows[1].RhoAfter != 0.25 {
+		if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 2 || rows[0].Action != loop.ActionStart || rows[1].Action != loop.ActionPark || rows[1].RhoAfter != 0.25 {
 			t.Errorf("audit -json default/a: exit %d, %+v\n%s", code, rows, out)
 		}
 		ui = cli.NewMockUi()
@@ -113,7 +113,7 @@ func TestCommandsAgainstConsul(t *testing.T) {
 		stop := errors.New("enough")
 		done := make(chan error, 1)
 		go func() {
-			done <- followRounds(ctx, store, func(r *live.RoundRecord) error {
+			done <- followRounds(ctx, store, func(r *loop.RoundRecord) error {
 				seen = append(seen, r.Round)
 				if len(seen) == 3 {
 					return stop
@@ -138,7 +138,7 @@ func TestCommandsAgainstConsul(t *testing.T) {
 		}
 		// Ending its context ends it.
 		cctx, cancel := context.WithCancel(ctx)
-		go func() { done <- followRounds(cctx, store, func(*live.RoundRecord) error { return nil }) }()
+		go func() { done <- followRounds(cctx, store, func(*loop.RoundRecord) error { return nil }) }()
 		cancel()
 		select {
 		case err := <-done:

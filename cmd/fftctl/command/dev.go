@@ -17,9 +17,9 @@ import (
 	consul "github.com/hashicorp/consul/api"
 	nomad "github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/cmd/fftctl/devcluster"
-	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
 	"github.com/nomad-fft/nomad-fft/jobspecs"
 )
 
@@ -41,10 +41,17 @@ func (c *DevCommand) Help() string {
 Starts a local cluster on 127.0.0.1: a Consul dev agent, a Nomad server,
 three Nomad clients (node pool "gpu") whose nomad-device-fft plugin presents
 fake GPUs of a different model each (2 x NVIDIA H100 80GB HBM3,
-2 x NVIDIA A100-SXM4-40GB, 4 x Tesla V100-SXM2-16GB), the fft-allocator,
-and a sample workload of five training jobs from jobspecs/fft-train.nomad.hcl,
-submitted held as "fftctl run" does; each task reports its progress with
-"fftctl report", and resumes from its checkpoint after a preemption. Then
+2 x NVIDIA A100-SXM4-40GB, 4 x Tesla V100-SXM2-16GB), two more clients
+(node pool "default", a Consul client agent each) for the fft-allocator,
+which runs as the Nomad job jobspecs/fft-allocator.nomad.hcl (two
+replicas, one leading, registered in Consul with a health check; its
+tokens in the Nomad Variable nomad/jobs/fft-allocator), and a sample
+workload of five training jobs from
+jobspecs/fft-train-driver.nomad.hcl, submitted held as "fftctl run" does.
+They run on the clients' fft task driver (nomad-driver-fft), which reports
+their progress, throughput and checkpoints to the allocator (through a
+proxy in fftctl to the leading replica); a preempted
+job resumes from its checkpoint, on any client. Then
 it prints every round as the allocator records it, until Ctrl-C (or
 -rounds), and stops everything it started.
 
@@ -52,9 +59,10 @@ Nomad's HTTP API is on 127.0.0.1:4646 and Consul's on 127.0.0.1:8500 when
 those ports are free (other ports otherwise; the addresses are printed).
 
 The agents come from FFT_NOMAD_BIN and FFT_CONSUL_BIN, else PATH, else the
-repository's .cache/agents ("make agents" builds them). nomad-device-fft
-and fft-allocator come from FFT_PLUGIN_BIN and FFT_ALLOCATOR_BIN, else next
-to fftctl ("make build" puts them in bin/), else "go build" makes them.
+repository's .cache/agents ("make agents" builds them). nomad-device-fft,
+nomad-driver-fft and fft-allocator come from FFT_PLUGIN_BIN, FFT_DRIVER_BIN
+and FFT_ALLOCATOR_BIN, else next to fftctl ("make build" puts them in
+bin/), else "go build" makes them.
 `, 0, "Dev", c.ownFlags)
 }
 
@@ -144,7 +152,7 @@ func (c *DevCommand) run(ctx context.Context, cluster *devcluster.Cluster) int {
 		return c.fail("Error: %v", err)
 	}
 	if !c.noWorkload {
-		if err := c.submitWorkload(ctx, nc, cluster.ConsulAddr, filepath.Join(cluster.Dir(), "checkpoints")); err != nil {
+		if err := c.submitWorkload(ctx, nc); err != nil {
 			return c.fail("Error submitting the sample workload: %v", err)
 		}
 	}
@@ -164,7 +172,7 @@ func (c *DevCommand) run(ctx context.Context, cluster *devcluster.Cluster) int {
 	defer stopFollowing()
 	followed := make(chan error, 1)
 	go func() {
-		followed <- followRounds(followCtx, store, func(rec *live.RoundRecord) error {
+		followed <- followRounds(followCtx, store, func(rec *loop.RoundRecord) error {
 			c.Ui.Output(formatRound(rec, time.Local))
 			shown++
 			if c.rounds > 0 && shown >= c.rounds {
@@ -189,41 +197,39 @@ func (c *DevCommand) run(ctx context.Context, cluster *devcluster.Cluster) int {
 	}
 }
 
-// sampleJob is one job of the sample workload: fft-train with these
-// variables. Throughputs are epochs per 10 s round on each model; the gang
-// sizes add up to more than the 8 GPUs, so jobs wait, start and get parked.
+// sampleJob is one job of the sample workload: fft-train-driver with these
+// variables (work steps of step_seconds each). Throughputs are steps per
+// 10 s round on each model; the gang sizes add up to more than the 8 GPUs,
+// so jobs wait, start and get parked.
 type sampleJob struct {
 	id   string
 	vars []string
 }
 
 var sampleWorkload = []sampleJob{
-	{"resnet50", []string{"gpu_count=2", "work=30", "seconds=90",
+	{"resnet50", []string{"gpu_count=2", "work=30", "step_seconds=3",
 		"throughput=" + devcluster.ModelH100 + "=4," + devcluster.ModelA100 + "=3," + devcluster.ModelV100 + "=1.5"}},
-	{"bert-large", []string{"gpu_count=2", "work=40", "seconds=120",
+	{"bert-large", []string{"gpu_count=2", "work=40", "step_seconds=3",
 		"throughput=" + devcluster.ModelH100 + "=5," + devcluster.ModelA100 + "=3," + devcluster.ModelV100 + "=1"}},
-	{"gpt2-medium", []string{"gpu_count=4", "work=20", "seconds=90",
+	{"gpt2-medium", []string{"gpu_count=4", "work=20", "step_seconds=4.5",
 		"throughput=" + devcluster.ModelH100 + "=4," + devcluster.ModelV100 + "=2"}},
-	{"vit-base", []string{"gpu_count=1", "work=20", "seconds=60",
+	{"vit-base", []string{"gpu_count=1", "work=20", "step_seconds=3",
 		"throughput=" + devcluster.ModelH100 + "=3," + devcluster.ModelA100 + "=2.5," + devcluster.ModelV100 + "=1"}},
-	{"lstm-lm", []string{"gpu_count=1", "work=10", "seconds=45",
+	{"lstm-lm", []string{"gpu_count=1", "work=10", "step_seconds=4.5",
 		"throughput=" + devcluster.ModelA100 + "=1.5," + devcluster.ModelV100 + "=1"}},
 }
 
-// submitWorkload submits the sample jobs held, as fftctl run does; their
-// tasks report progress with this fftctl and keep their checkpoints in
-// checkpoints, so that a preempted job resumes where it stopped.
-func (c *DevCommand) submitWorkload(ctx context.Context, nc *nomad.Client, consulAddr, checkpoints string) error {
-	src, err := jobspecs.FS.ReadFile(jobspecs.Train)
+// submitWorkload submits the sample jobs held, as fftctl run does. They run
+// on the fft task driver, which reports their progress to the allocator and
+// keeps their checkpoints in the state folder, so that a preempted job
+// resumes where it stopped, on any client.
+func (c *DevCommand) submitWorkload(ctx context.Context, nc *nomad.Client) error {
+	src, err := jobspecs.FS.ReadFile(jobspecs.TrainDriver)
 	if err != nil {
 		return err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding fftctl for the tasks' progress reports: %w", err)
-	}
 	for _, sj := range sampleWorkload {
-		vars, _, err := mergeVariables(nil, append([]string{"fftctl=" + self, "consul_addr=" + consulAddr, "checkpoint_dir=" + checkpoints}, sj.vars...))
+		vars, _, err := mergeVariables(nil, append([]string{"checkpoint_kb=256"}, sj.vars...))
 		if err != nil {
 			return err
 		}
@@ -265,8 +271,9 @@ func readyText(cl *devcluster.Cluster, workload bool) string {
 		{ctl + " status", "the queue and the GPU models"},
 		{ctl + " explain " + job, "why a job runs where it does, or waits"},
 		{ctl + " audit " + job, "its ledger, round by round"},
-		{ctl + " run jobspecs/fft-train.nomad.hcl", "one more job"},
+		{ctl + " run jobspecs/fft-train-driver.nomad.hcl", "one more job"},
 		{"curl " + cl.AllocatorAddr + "/v1/status", "the allocator's own view"},
+		{cl.AllocatorAddr + "/ui", "its status page, in a browser"},
 	} {
 		fmt.Fprintf(&b, "      %-46s # %s\n", l[0], l[1])
 	}
@@ -291,7 +298,7 @@ func selfName() string {
 // followRounds calls each with every round record, in order, as the
 // allocator records them, until ctx ends or each returns an error. It
 // waits with blocking queries on the ledger.
-func followRounds(ctx context.Context, s *consulstore.Store, each func(*live.RoundRecord) error) error {
+func followRounds(ctx context.Context, s *consulstore.Store, each func(*loop.RoundRecord) error) error {
 	next, index := 0, uint64(0)
 	for {
 		n, idx, err := s.NextRound(ctx, index)
@@ -311,9 +318,37 @@ func followRounds(ctx context.Context, s *consulstore.Store, each func(*live.Rou
 	}
 }
 
+// changeWhy says why a change was worth its restart, from the cost terms
+// the round recorded (policies without them record none): the round's
+// optimum took the start or the move at this cost, its restart priced in;
+// a park gives the GPUs to jobs whose costs are lower. It is "" without
+// terms.
+func changeWhy(ja loop.JobAudit) string {
+	if ja.Model != "" {
+		c := ja.Chosen
+		if c.Model == "" {
+			return ""
+		}
+		return fmt.Sprintf(": cost %.3g with its restart priced in (%.3g)", c.Cost, c.Switch)
+	}
+	if ja.ReasonCode == loop.CodeParkedByOperator {
+		return ": parked by an operator"
+	}
+	if len(ja.Options) == 0 {
+		return ""
+	}
+	best := ja.Options[0]
+	for _, o := range ja.Options[1:] {
+		if o.Cost < best.Cost {
+			best = o
+		}
+	}
+	return fmt.Sprintf(": its best option (%s) costs %.3g; the GPUs went to jobs that cost less", best.Model, best.Cost)
+}
+
 // formatRound renders one round record as a short block: what ran, the
 // GPUs busy per model, and each change the round made. It is pure.
-func formatRound(rec *live.RoundRecord, loc *time.Location) string {
+func formatRound(rec *loop.RoundRecord, loc *time.Location) string {
 	at := rec.Start
 	if t, err := time.Parse(time.RFC3339Nano, rec.Start); err == nil {
 		at = t.In(loc).Format("15:04:05")
@@ -330,10 +365,10 @@ func formatRound(rec *live.RoundRecord, loc *time.Location) string {
 			waiting++
 		}
 		switch ja.Action {
-		case live.ActionStart, live.ActionMigrate:
-			changes = append(changes, fmt.Sprintf("    %-8s %s on %s", ja.Action, shortID(ja.ID), ja.Model))
-		case live.ActionPark:
-			changes = append(changes, fmt.Sprintf("    %-8s %s", ja.Action, shortID(ja.ID)))
+		case loop.ActionStart, loop.ActionMigrate:
+			changes = append(changes, fmt.Sprintf("    %-8s %s on %s%s", ja.Action, shortID(ja.ID), ja.Model, changeWhy(ja)))
+		case loop.ActionPark:
+			changes = append(changes, fmt.Sprintf("    %-8s %s%s", ja.Action, shortID(ja.ID), changeWhy(ja)))
 		}
 	}
 	busy, total := 0, 0
@@ -347,7 +382,7 @@ func formatRound(rec *live.RoundRecord, loc *time.Location) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Round %d at %s", rec.Round, at)
 	switch rec.Trigger {
-	case "", live.TriggerSchedule, live.TriggerManual:
+	case "", loop.TriggerSchedule, loop.TriggerManual:
 	default:
 		fmt.Fprintf(&b, " (early: %s)", rec.Trigger)
 	}

@@ -11,8 +11,9 @@ import (
 	"github.com/hashicorp/cli"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
-	"github.com/nomad-fft/nomad-fft/allocator/live"
-	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
+	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/profile"
 )
 
 // ExplainCommand reads back why the last round decided what it did for a job.
@@ -70,7 +71,7 @@ func (c *ExplainCommand) Run(args []string) int {
 var errNoMention = errors.New("no round mentions the job")
 
 // latestMention returns the newest round record that mentions job id.
-func latestMention(ctx context.Context, s *consulstore.Store, id string) (*live.RoundRecord, error) {
+func latestMention(ctx context.Context, s *consulstore.Store, id string) (*loop.RoundRecord, error) {
 	rounds, err := s.RoundNumbers(ctx)
 	if err != nil {
 		return nil, err
@@ -87,12 +88,12 @@ func latestMention(ctx context.Context, s *consulstore.Store, id string) (*live.
 	return nil, errNoMention
 }
 
-func mentions(rec *live.RoundRecord, id string) bool {
+func mentions(rec *loop.RoundRecord, id string) bool {
 	return jobLine(rec, id) != nil || invalidError(rec, id) != ""
 }
 
 // jobLine returns the job's line of a round record, nil if it has none.
-func jobLine(rec *live.RoundRecord, id string) *live.JobAudit {
+func jobLine(rec *loop.RoundRecord, id string) *loop.JobAudit {
 	for k := range rec.Jobs {
 		if rec.Jobs[k].ID == id {
 			return &rec.Jobs[k]
@@ -102,7 +103,7 @@ func jobLine(rec *live.RoundRecord, id string) *live.JobAudit {
 }
 
 // invalidError returns the error a round recorded for the job's bad meta.
-func invalidError(rec *live.RoundRecord, id string) string {
+func invalidError(rec *loop.RoundRecord, id string) string {
 	for _, inv := range rec.Invalid {
 		if inv.ID == id {
 			return inv.Err
@@ -118,21 +119,34 @@ type explanation struct {
 	Start string `json:"start"`
 	// Invalid is the contract error when the round rejected the job's meta;
 	// the fields below are then empty.
-	Invalid   string      `json:"invalid,omitempty"`
-	Action    live.Action `json:"action,omitempty"`
-	Model     string      `json:"model,omitempty"`
-	Reason    string      `json:"reason,omitempty"`
-	GPUs      int         `json:"gpus,omitempty"`
-	RhoBefore float64     `json:"rho_before"`
-	RhoAfter  float64     `json:"rho_after"`
+	Invalid string      `json:"invalid,omitempty"`
+	Action  loop.Action `json:"action,omitempty"`
+	Model   string      `json:"model,omitempty"`
+	Reason  string      `json:"reason,omitempty"`
+	// ReasonCode is the stable code of Reason; Override the operator's
+	// park or pin in force (fftctl park, pin).
+	ReasonCode allocator.ReasonCode `json:"reason_code,omitempty"`
+	Override   string               `json:"override,omitempty"`
+	// Restart is how the job's restarts were priced when its task driver
+	// measured them.
+	Restart   *loop.RestartPrice `json:"restart,omitempty"`
+	GPUs      int                `json:"gpus,omitempty"`
+	RhoBefore float64            `json:"rho_before"`
+	RhoAfter  float64            `json:"rho_after"`
 	// Options are the cost terms on every model the job may use, cheapest
 	// first.
 	Options []allocator.Terms `json:"options"`
+	// Throughput is each model's throughput as the round used it, with its
+	// source (declared, measured, estimated, prior) and error (log sd).
+	Throughput map[string]profile.Throughput `json:"throughput,omitempty"`
+	// Learn is the model a job without data was run on to be measured.
+	Learn      *profile.Choice    `json:"learn,omitempty"`
+	Mismatches []profile.Mismatch `json:"mismatches,omitempty"`
 }
 
 // explainJob reads job id's decision out of a round record that mentions
 // it. It is pure.
-func explainJob(rec *live.RoundRecord, id string) explanation {
+func explainJob(rec *loop.RoundRecord, id string) explanation {
 	e := explanation{Job: id, Round: rec.Round, Start: rec.Start, Options: []allocator.Terms{}}
 	if msg := invalidError(rec, id); msg != "" {
 		e.Invalid = msg
@@ -140,8 +154,10 @@ func explainJob(rec *live.RoundRecord, id string) explanation {
 	}
 	if ja := jobLine(rec, id); ja != nil {
 		e.Action, e.Model, e.Reason, e.GPUs = ja.Action, ja.Model, ja.Reason, ja.GPUs
+		e.ReasonCode, e.Override, e.Restart = ja.ReasonCode, ja.Override, ja.Restart
 		e.RhoBefore, e.RhoAfter = ja.RhoBefore, ja.RhoAfter
 		e.Options = append(e.Options, ja.Options...)
+		e.Throughput, e.Learn, e.Mismatches = ja.Throughput, ja.Learn, ja.Mismatches
 		sort.SliceStable(e.Options, func(a, b int) bool { return e.Options[a].Cost < e.Options[b].Cost })
 	}
 	return e
@@ -161,28 +177,55 @@ func formatExplain(e explanation) string {
 		return b.String()
 	}
 	switch {
+	case e.Learn != nil && e.Model != "":
+		fmt.Fprintf(&b, "Decision   = runs on %s (%s) to be measured: %s has no fft.throughput and no measurement yet (%s)\n", e.Model, e.Action, e.Job, e.Learn.Reason)
 	case e.Model != "":
 		fmt.Fprintf(&b, "Decision   = runs on %s (%s)\n", e.Model, e.Action)
 	default:
 		fmt.Fprintf(&b, "Decision   = not scheduled (%s): %s\n", e.Action, orDash(e.Reason))
 	}
+	if r := e.Restart; r != nil {
+		fmt.Fprintf(&b, "Restart    = %.4g s (%s), checkpoint %.4g GB (%s): the prices of a park, resume or move\n",
+			r.Seconds, r.SecondsSource, r.CheckpointGB, r.CheckpointSource)
+	}
+	if e.Override != "" {
+		fmt.Fprintf(&b, "Override   = %s (fftctl resume lifts it)\n", e.Override)
+	}
 	fmt.Fprintf(&b, "GPUs       = %s\n", countOrDash(e.GPUs))
 	fmt.Fprintf(&b, "Rho        = %.4g before the round, %.4g after\n", e.RhoBefore, e.RhoAfter)
+	for _, m := range e.Mismatches {
+		fmt.Fprintf(&b, "Warning    = %s\n", m)
+	}
 	if len(e.Options) == 0 {
-		b.WriteString("\nNo model was priced for this job: no model with capacity can run it.")
+		if e.Learn == nil {
+			b.WriteString("\nNo model was priced for this job: no model with capacity can run it.")
+		} else {
+			b.WriteString("\nNo model was priced for this job: it runs outside the policy until one round on a model measures it.")
+		}
 		return b.String()
 	}
-	b.WriteString("\nOptions (cost = wait + volume + switch - credit; cheapest first)\n")
-	rows := [][]string{{"Model", "Throughput", "Wait", "Volume", "Switch", "Credit", "Cost", "Chosen"}}
+	b.WriteString("\nOptions (cost = wait + volume + switch - credit; cheapest first; source: where the throughput comes from, log sd its error)\n")
+	rows := [][]string{{"Model", "Throughput", "Source", "Log SD", "Wait", "Volume", "Switch", "Credit", "Cost", "Chosen"}}
 	for _, o := range e.Options {
 		chosen := ""
 		if o.Model == e.Model {
 			chosen = "yes"
 		}
-		rows = append(rows, []string{o.Model, fmt.Sprintf("%.4g", o.Throughput), fmt.Sprintf("%.4g", o.Wait),
+		src, sd := sourceOf(e.Throughput, o.Model)
+		rows = append(rows, []string{o.Model, fmt.Sprintf("%.4g", o.Throughput), src, sd, fmt.Sprintf("%.4g", o.Wait),
 			fmt.Sprintf("%.4g", o.Volume), fmt.Sprintf("%.4g", o.Switch), fmt.Sprintf("%.4g", o.Credit),
 			fmt.Sprintf("%.4g", o.Cost), chosen})
 	}
 	b.WriteString(table(rows, ""))
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// sourceOf renders a throughput's source and error for a table; a record
+// written before throughputs were recorded has neither ("-").
+func sourceOf(tp map[string]profile.Throughput, model string) (source, logSD string) {
+	th, ok := tp[model]
+	if !ok {
+		return "-", "-"
+	}
+	return th.Source.String(), fmt.Sprintf("%.2f", th.LogSD)
 }

@@ -2,7 +2,7 @@ package command
 
 import (
 	"github.com/nomad-fft/nomad-fft/allocator"
-	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
 const (
@@ -12,10 +12,10 @@ const (
 
 // roundB builds a RoundRecord fixture:
 // newRound(3).Model(a100, 2).Run("default/a", a100, 2, 0.5).Obj().
-type roundB struct{ r live.RoundRecord }
+type roundB struct{ r loop.RoundRecord }
 
 func newRound(n int) *roundB {
-	return &roundB{live.RoundRecord{Round: n, Start: "2026-11-30T10:00:00.123456789Z",
+	return &roundB{loop.RoundRecord{Round: n, Start: "2026-11-30T10:00:00.123456789Z",
 		Assignment: map[string]string{}, Usage: map[string]int{}}}
 }
 
@@ -42,34 +42,34 @@ func (b *roundB) Run(id, model string, gpus int, rhoBefore float64) *roundB {
 	opts := priced(model, 5)
 	b.r.Assignment[id] = model
 	b.r.Usage[model] += gpus
-	b.r.Jobs = append(b.r.Jobs, live.JobAudit{ID: id, Model: model, GPUs: gpus, Action: live.ActionStart,
+	b.r.Jobs = append(b.r.Jobs, loop.JobAudit{ID: id, Model: model, GPUs: gpus, Action: loop.ActionStart,
 		RhoBefore: rhoBefore, RhoAfter: 0, Chosen: opts[1], Options: opts})
 	return b
 }
 
 // Action sets the action of the last job added.
-func (b *roundB) Action(a live.Action) *roundB {
+func (b *roundB) Action(a loop.Action) *roundB {
 	b.r.Jobs[len(b.r.Jobs)-1].Action = a
 	return b
 }
 
 // Wait adds a job the round does not run.
 func (b *roundB) Wait(id string, gpus int, rhoBefore, rhoAfter float64) *roundB {
-	b.r.Jobs = append(b.r.Jobs, live.JobAudit{ID: id, GPUs: gpus, Action: live.ActionKeep,
-		Reason: string(allocator.ReasonNotSelected), RhoBefore: rhoBefore, RhoAfter: rhoAfter, Options: priced(a100, 20)})
+	b.r.Jobs = append(b.r.Jobs, loop.JobAudit{ID: id, GPUs: gpus, Action: loop.ActionKeep,
+		ReasonCode: allocator.CodeNotSelected, Reason: allocator.ReasonNotSelected.Message, RhoBefore: rhoBefore, RhoAfter: rhoAfter, Options: priced(a100, 20)})
 	return b
 }
 
 // NoFit adds a job no model can run.
 func (b *roundB) NoFit(id, reason string) *roundB {
-	b.r.Jobs = append(b.r.Jobs, live.JobAudit{ID: id, Action: live.ActionKeep, Reason: reason})
+	b.r.Jobs = append(b.r.Jobs, loop.JobAudit{ID: id, Action: loop.ActionKeep, Reason: reason})
 	return b
 }
 
 // Invalid adds a job rejected for bad meta.
 func (b *roundB) Invalid(id, err string) *roundB {
-	b.r.Invalid = append(b.r.Invalid, live.Invalid{ID: id, Err: err})
+	b.r.Invalid = append(b.r.Invalid, loop.Invalid{ID: id, Err: err})
 	return b
 }
 
-func (b *roundB) Obj() *live.RoundRecord { r := b.r; return &r }
+func (b *roundB) Obj() *loop.RoundRecord { r := b.r; return &r }

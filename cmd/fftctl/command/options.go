@@ -10,8 +10,8 @@ import (
 	"github.com/hashicorp/cli"
 	nomad "github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
-	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
 )
 
 // options names the general options a command takes, by what it talks to.

@@ -18,6 +18,9 @@ type ReportCommand struct {
 	Meta
 	job   string
 	quiet bool
+	// allocator is the fft-allocator's HTTP address (-allocator-addr or
+	// FFT_ALLOCATOR_ADDR); "" writes Consul KV instead.
+	allocator string
 	// getenv reads the task's environment; os.Getenv when nil.
 	getenv func(string) string
 }
@@ -29,18 +32,27 @@ func (c *ReportCommand) Synopsis() string { return "Report a job's progress (fro
 func (c *ReportCommand) Help() string {
 	return helpText("report [options] WORK_DONE", `
 Records that the job has done WORK_DONE work units in total (in the unit of
-its fft.work), where the fft-allocator reads progress: the key
-<prefix>/progress/<namespace>/<job> in Consul. The next round uses it in
-place of its estimate. Run it from the job's task: the job is the one Nomad
-names in NOMAD_NAMESPACE and NOMAD_JOB_ID, unless -job names another.
-Nomad passes the client's environment (CONSUL_HTTP_ADDR, ...) to raw_exec
-and exec tasks; else give -consul-addr.
+its fft.work), for the fft-allocator. The next round uses it in place of its
+estimate. Run it from the job's task: the job is the one Nomad names in
+NOMAD_NAMESPACE and NOMAD_JOB_ID, unless -job names another.
+
+With -allocator-addr (or FFT_ALLOCATOR_ADDR) the report goes to the
+allocator's PUT /v1/progress/<namespace>/<job> with the task's workload
+identity, NOMAD_TOKEN (give the task an identity { env = true } block), as
+X-Nomad-Token: an allocator with -progress-auth=nomad takes it only from the
+job's own tasks. Without it the report is written to the Consul key
+<prefix>/progress/<namespace>/<job>, which needs a Consul token that may
+write it (see the fft-allocator's README: with Consul ACLs only the
+allocator's may). Nomad passes the client's environment (CONSUL_HTTP_ADDR,
+...) to raw_exec and exec tasks; else give -consul-addr.
 `, consulOptions, "Report", c.ownFlags)
 }
 
 func (c *ReportCommand) ownFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.job, "job", "", "The job, as `namespace/job`, instead of NOMAD_NAMESPACE/NOMAD_JOB_ID.")
 	fs.BoolVar(&c.quiet, "quiet", false, "Print nothing on success.")
+	fs.StringVar(&c.allocator, "allocator-addr", os.Getenv("FFT_ALLOCATOR_ADDR"),
+		"The fft-allocator's HTTP API, such as http://127.0.0.1:4650: report there with NOMAD_TOKEN instead of writing Consul. Overrides FFT_ALLOCATOR_ADDR.")
 }
 
 func (c *ReportCommand) Run(args []string) int {
@@ -60,12 +72,18 @@ func (c *ReportCommand) Run(args []string) int {
 	if err != nil {
 		return c.fail("Error: %v", err)
 	}
-	store, err := c.conn.store()
-	if err != nil {
-		return c.fail("Error: %v", err)
-	}
-	if err := store.ReportProgress(context.Background(), id, done); err != nil {
-		return c.fail("Error reporting progress to Consul at %s: %v", c.conn.consulAddress(), err)
+	if c.allocator != "" {
+		if err := reportHTTP(context.Background(), c.allocator, id, getenv("NOMAD_TOKEN"), done); err != nil {
+			return c.fail("Error reporting progress to the fft-allocator at %s: %v", c.allocator, err)
+		}
+	} else {
+		store, err := c.conn.store()
+		if err != nil {
+			return c.fail("Error: %v", err)
+		}
+		if err := store.ReportProgress(context.Background(), id, done); err != nil {
+			return c.fail("Error reporting progress to Consul at %s: %v", c.conn.consulAddress(), err)
+		}
 	}
 	if !c.quiet {
 		c.Ui.Output(fmt.Sprintf("Reported %s work units done for %s", strconv.FormatFloat(done, 'g', -1, 64), id))

@@ -1,8 +1,13 @@
 package command
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/cli"
 )
 
 func TestParseWorkDone(t *testing.T) {
@@ -40,6 +45,43 @@ func TestReportJob(t *testing.T) {
 			got, err := reportJob(tc.flag, func(k string) string { return env[k] })
 			if got != tc.want || (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 				t.Errorf("reportJob = %q, %v; want %q, %q", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
+// TestReportHTTP: with -allocator-addr, fftctl report sends the task's
+// NOMAD_TOKEN to the progress endpoint and prints the allocator's refusal.
+func TestReportHTTP(t *testing.T) {
+	var gotPath, gotToken, gotBody string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		gotPath, gotToken, gotBody = r.URL.Path, r.Header.Get("X-Nomad-Token"), string(b)
+		if gotToken != "tok" {
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"error": "token refused"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"job": "team/train", "done": 42}`))
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name, token string
+		code        int
+		stderr      string
+	}{
+		{"own token", "tok", 0, ""},
+		{"wrong token", "other", 1, "HTTP 403: token refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"NOMAD_NAMESPACE": "team", "NOMAD_JOB_ID": "train", "NOMAD_TOKEN": tc.token}
+			ui := cli.NewMockUi()
+			c := &ReportCommand{Meta: Meta{Ui: ui}, getenv: func(k string) string { return env[k] }}
+			if code := c.Run([]string{"-allocator-addr", srv.URL, "42"}); code != tc.code || !strings.Contains(ui.ErrorWriter.String(), tc.stderr) {
+				t.Fatalf("exit %d, stderr %q; want %d with %q", code, ui.ErrorWriter.String(), tc.code, tc.stderr)
+			}
+			if gotPath != "/v1/progress/team/train" || gotToken != tc.token || gotBody != "42" {
+				t.Fatalf("sent %s with token %q and body %q", gotPath, gotToken, gotBody)
 			}
 		})
 	}

@@ -159,7 +159,7 @@ func formatDecision(in *allocator.Instance, d *allocator.Decision) string {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%s\n",
-			jd.ID, in.Jobs[k].GPUs, model, jd.Rho, t.Wait, t.Volume, t.Switch, t.Credit, t.Cost, jd.Reason)
+			jd.ID, in.Jobs[k].GPUs, model, jd.Rho, t.Wait, t.Volume, t.Switch, t.Credit, t.Cost, jd.Reason.Message)
 	}
 	tw.Flush()
 	b.WriteString("\nTerms are for the chosen model; a waiting job shows its cheapest model in parentheses.")

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/cli"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/cmd/internal/version"
 )
 
 func TestRoundCommand(t *testing.T) {
@@ -18,6 +19,18 @@ func TestRoundCommand(t *testing.T) {
 	bad := filepath.Join(dir, "bad.json")
 	if err := os.WriteFile(bad, []byte(`{"round": 1, "models": [{"name": "V100", "gpus": 4}],
 		"jobs": [{"id": "x", "gpus": 0, "work": 1, "throughput": {"V100": 1}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The two cases of issue 13, as a new user typed them.
+	rho := filepath.Join(dir, "rho.json")
+	if err := os.WriteFile(rho, []byte(`{"round": 4, "models": [{"name": "A", "gpus": 1}],
+		"jobs": [{"id": "x", "arrival": 2, "gpus": 1, "work": 10, "throughput": {"A": 1}}],
+		"fairness": {"jobs": {"x": {"arrival": 2, "work": 10, "tau": 1, "rho": -1e300}}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge.json")
+	if err := os.WriteFile(huge, []byte(`{"round": 1, "models": [{"name": "A", "gpus": 1}],
+		"jobs": [{"id": "x", "gpus": 1, "work": 1e308, "throughput": {"A": 1e-308}}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	good := filepath.Join(dir, "good.json")
@@ -34,6 +47,8 @@ func TestRoundCommand(t *testing.T) {
 		{"file as table", []string{good}, 0, "resnet50-a", ""},
 		{"print example", []string{"-example"}, 0, `"round": 12`, ""},
 		{"bad field named", []string{bad}, 1, "", `job "x": field "gpus" = 0`},
+		{"negative rho", []string{rho}, 1, "", `job "x": field "fairness.jobs.rho" = -1e+300: must be a number in [0, 1e+100]`},
+		{"overflowing work, -json", []string{"-json", huge}, 1, "", `job "x": field "work" = 1e+308: must be a finite number > 0 and at most 1e+15`},
 		{"missing file", []string{filepath.Join(dir, "nope.json")}, 1, "", "no such file"},
 		{"two files", []string{good, good}, 1, "", "at most one argument"},
 		{"bad flag", []string{"-nope"}, 1, "", "flag provided but not defined"},
@@ -66,7 +81,7 @@ func TestRoundCommandJSONFromStdin(t *testing.T) {
 		t.Fatalf("decision: round %d, %d jobs, K %d", d.Round, len(d.Jobs), d.MaxUsage)
 	}
 	for _, j := range d.Jobs {
-		if len(j.Options) == 0 || (j.Model == "" && j.Reason == "") {
+		if len(j.Options) == 0 || (j.Model == "" && j.Reason.Code == "") {
 			t.Fatalf("job %s lacks options or a reason: %+v", j.ID, j)
 		}
 	}
@@ -74,8 +89,9 @@ func TestRoundCommandJSONFromStdin(t *testing.T) {
 
 func TestRunWithVersion(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := RunWith([]string{"version"}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), Version) {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	want := "fftctl " + version.Get().String() + "\n"
+	if code := RunWith([]string{"version"}, nil, &out, &errb); code != 0 || out.String() != want {
+		t.Fatalf("exit %d, stdout %q (want %q), stderr %q", code, out.String(), want, errb.String())
 	}
 }
 

@@ -2,27 +2,305 @@ package command
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/hashicorp/cli"
 
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/policy"
 	"github.com/nomad-fft/nomad-fft/allocator/sim"
+	"github.com/nomad-fft/nomad-fft/allocator/workload"
 )
 
-// SimulateCommand runs the trace-driven simulator. Its flags and logic live
-// in allocator/sim so that tests can drive it without a CLI; it writes to
-// the raw streams because its progress line redraws itself.
-type SimulateCommand struct{ Meta }
+// defaultSimPolicies run when -policies is not given: FFT and every baseline.
+const defaultSimPolicies = "fft,fft-rate,fft-remaining,fft-sticky,fifo,binpack,las,gavel-las,ftf,gavel-ftf,tiresias,allox,sia"
+
+// SimulateCommand compares scheduling policies in the simulator
+// (allocator/sim). It writes to the raw streams: progress goes to stderr
+// while the runs go on, and the tables can be long.
+type SimulateCommand struct {
+	Meta
+	flags simulateFlags
+}
 
 var _ cli.Command = &SimulateCommand{}
 
-func (c *SimulateCommand) Synopsis() string { return sim.CommandSynopsis }
-func (c *SimulateCommand) Help() string     { return sim.CommandHelp() }
+// simulateFlags are the flags as given; check turns them into a
+// simulateOptions.
+type simulateFlags struct {
+	policies, cluster, rates, seeds, window, bigJobs, rng, trace, reference, out string
+	jobs, parallel, maxRounds                                                    int
+	roundSeconds, restartSeconds                                                 float64
+	multiGPU, skipBad, plots, asJSON, wide, quiet, list, records, learn          bool
+}
+
+// simulateOptions is one checked `fftctl simulate` invocation.
+type simulateOptions struct {
+	policies       []string
+	cluster        []allocator.Model
+	rates          []float64
+	seeds          []uint64
+	jobs           int
+	window         sim.Window
+	multiGPU       bool
+	stream         workload.Stream
+	trace          string
+	skipBad        bool
+	big            workload.BigJobs
+	roundSeconds   float64
+	restartSeconds float64
+	// reference is the run FTF gavel divides by ("" for none).
+	reference string
+	out       string
+	plots     bool
+	parallel  int
+	maxRounds int
+	asJSON    bool
+	wide      bool
+	quiet     bool
+	// records writes every round's full record, as the allocator's audit
+	// log holds it.
+	records bool
+	// learn hides the jobs' throughputs from the policies (sim.Config.Learn).
+	learn bool
+}
+
+func (c *SimulateCommand) Synopsis() string { return "Compare scheduling policies by simulation" }
+
+func (c *SimulateCommand) Help() string {
+	return helpText("simulate [options]", `
+Runs scheduling policies on the same workload and cluster in a
+deterministic discrete-round simulator that drives the fft-allocator's own
+round loop, and prints a table per arrival rate, averaged over the seeds.
+It writes per-job CSV, per-run JSON, the workload as a replayable CSV
+trace, and plots (JCT CDF, finish-time-fairness CDF, utilisation over
+time; PNG and SVG) to -out.
+
+With no options: 12 V100 + 12 P100 + 12 K80, 300 jobs of Gavel's
+multi-GPU Philly-like generator at 0.6 jobs/hour, seed 0, every policy.
+The ratio columns divide each policy's value by the first policy's at the
+same rate. -wide prints every metric; -json every run's full summary.
+`, 0, "Simulate", c.ownFlags)
+}
+
+func (c *SimulateCommand) ownFlags(fs *flag.FlagSet) {
+	f := &c.flags
+	// The default is spelled out in the text, with spaces, so that the
+	// help wraps it; an empty -policies is the default.
+	fs.StringVar(&f.policies, "policies", "", "Comma-separated `list` of policies to run; -list prints them. Defaults to "+
+		strings.Join(splitList(defaultSimPolicies), ", ")+".")
+	fs.StringVar(&f.cluster, "cluster", "v100=12,p100=12,k80=12",
+		"GPUs per model, a `spec` model=gpus[:memGB],..., for example v100=36,p100=36,k80=36.")
+	fs.StringVar(&f.rates, "rates", "0.6", "Comma-separated arrival `rates` in jobs/hour to sweep.")
+	fs.StringVar(&f.seeds, "seeds", "0", "Comma-separated workload `seeds` to average over, for example 0,1,2. Defaults to 0.")
+	fs.IntVar(&f.jobs, "jobs", 300, "Jobs to generate; 0 is an endless stream and needs -window.")
+	fs.StringVar(&f.window, "window", "",
+		"Measure only jobs lo..hi-1, as `lo:hi`, and stop when they finish (Gavel's continuous mode: -jobs=0 -window=4000:5000).")
+	fs.BoolVar(&f.multiGPU, "multi-gpu", true, "Let the generator draw 1/2/4/8-GPU jobs.")
+	fs.StringVar(&f.rng, "rng", string(workload.StreamOurs),
+		"The generator's random `stream`: ours, or gavel for the jobs Gavel's simulator generates for the same seed.")
+	fs.StringVar(&f.trace, "trace", "", "Replay a trace `file` (Gavel .trace, Shockwave .trace or our CSV) instead of generating.")
+	fs.BoolVar(&f.skipBad, "skip-bad", false, "Skip bad trace entries with a counted warning instead of failing.")
+	fs.StringVar(&f.bigJobs, "big-jobs", "reject",
+		"What to do with trace jobs with more GPUs than the throughput table: reject, skip or extrapolate (the `rule`).")
+	fs.Float64Var(&f.roundSeconds, "round-seconds", 0,
+		"Round length for every policy, in `seconds`; 0 uses each policy's own (Gavel's 360, FFT's 300).")
+	fs.Float64Var(&f.restartSeconds, "restart-seconds", 0,
+		"Time in `seconds` lost when a job changes model or resumes; 0 as Gavel's simulator.")
+	fs.StringVar(&f.reference, "reference", policy.IsolatedName,
+		"Also run this `policy`, as the denominator of Gavel's FTF; none skips it.")
+	fs.StringVar(&f.out, "out", filepath.Join("out", "simulate"), "Output `directory`.")
+	fs.BoolVar(&f.plots, "plots", true, "Draw plots.")
+	fs.IntVar(&f.parallel, "parallel", 1, "Runs at once.")
+	fs.IntVar(&f.maxRounds, "max-rounds", 0, "Stop a run after this many rounds; 0 is 10,000,000.")
+	fs.BoolVar(&f.wide, "wide", false, "Print every metric of the table (24 columns) instead of the main ones.")
+	fs.BoolVar(&f.asJSON, "json", false, "Print every run's summary as JSON instead of the table.")
+	fs.BoolVar(&f.quiet, "quiet", false, "Print no progress on stderr.")
+	fs.BoolVar(&f.learn, "learn", false, "Jobs declare no throughput: the allocator measures and estimates them online, and every policy sees only its values (the -reference run keeps the true rates).")
+	fs.BoolVar(&f.records, "records", false, "Write every round's record, each job's cost terms included, as the fft-allocator's audit log holds it, to records-<policy>-r<rate>-s<seed>.jsonl in -out (one JSON object a line; slow on long runs).")
+	fs.BoolVar(&f.list, "list", false, "List the policies with a description and exit.")
+}
 
 func (c *SimulateCommand) Run(args []string) int {
+	if _, ok := c.parse(c, "simulate", 0, c.ownFlags, args); !ok {
+		return 1
+	}
+	if c.flags.list {
+		c.listPolicies()
+		return 0
+	}
+	o, err := c.flags.check()
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error: %v\n\n%s", err, c.Help()))
+		return 1
+	}
 	// Ctrl-C stops the runs between rounds.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	return sim.RunCommand(ctx, args, c.Stdout, c.Stderr)
+	if err := runSimulations(ctx, o, c.Stdout, c.Stderr); err != nil {
+		return c.fail("Error: %v", err)
+	}
+	return 0
+}
+
+// listPolicies prints the registry: each name, (default) on the
+// allocator's, and its description.
+func (c *SimulateCommand) listPolicies() {
+	tw := tabwriter.NewWriter(c.Stdout, 0, 0, 2, ' ', 0)
+	for _, n := range policy.Names() {
+		name := n
+		if n == policy.DefaultName {
+			name += " (default)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", name, policy.Describe(n))
+	}
+	tw.Flush()
+}
+
+// check validates the flags; errors name the flag and what it wants.
+func (f *simulateFlags) check() (*simulateOptions, error) {
+	o := &simulateOptions{jobs: f.jobs, multiGPU: f.multiGPU, trace: f.trace, skipBad: f.skipBad,
+		roundSeconds: f.roundSeconds, restartSeconds: f.restartSeconds, reference: f.reference, out: f.out,
+		plots: f.plots, parallel: f.parallel, maxRounds: f.maxRounds, asJSON: f.asJSON, wide: f.wide, quiet: f.quiet, records: f.records, learn: f.learn}
+	var err error
+	policies := f.policies
+	if policies == "" {
+		policies = defaultSimPolicies
+	}
+	if o.policies, err = parsePolicies(policies); err != nil {
+		return nil, err
+	}
+	if o.cluster, err = parseCluster(f.cluster); err != nil {
+		return nil, err
+	}
+	if o.rates, err = parseRates(f.rates); err != nil {
+		return nil, err
+	}
+	for _, s := range splitList(f.seeds) {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("-seeds: %q is not a seed (non-negative integer)", s)
+		}
+		o.seeds = append(o.seeds, v)
+	}
+	if len(o.seeds) == 0 || (len(o.rates) == 0 && o.trace == "") {
+		return nil, errors.New("-seeds and -rates need at least one value")
+	}
+	if o.window, err = parseWindow(f.window); err != nil {
+		return nil, err
+	}
+	if o.jobs < 0 || (o.jobs == 0 && o.window.Hi == 0 && o.trace == "") {
+		return nil, errors.New("-jobs=0 (an endless stream) needs -window")
+	}
+	if o.big, err = workload.ParseBigJobs(f.bigJobs); err != nil {
+		return nil, fmt.Errorf("-big-jobs: %w", err)
+	}
+	if o.stream, err = workload.ParseStream(f.rng); err != nil {
+		return nil, fmt.Errorf("-rng: %w", err)
+	}
+	if o.roundSeconds < 0 || o.restartSeconds < 0 || o.parallel < 1 || o.maxRounds < 0 {
+		return nil, errors.New("-round-seconds, -restart-seconds and -max-rounds must be >= 0, -parallel >= 1")
+	}
+	if o.reference == "none" {
+		o.reference = ""
+	} else if _, ok := policy.Builtin[o.reference]; !ok {
+		return nil, fmt.Errorf("-reference: unknown policy %q (known: %s, or none)", o.reference, strings.Join(policy.Names(), ", "))
+	}
+	if o.trace != "" {
+		o.rates = []float64{0}
+	}
+	return o, nil
+}
+
+func parsePolicies(s string) ([]string, error) {
+	var out []string
+	for _, p := range splitList(s) {
+		if _, ok := policy.Builtin[p]; !ok {
+			return nil, fmt.Errorf("-policies: unknown policy %q (known: %s)", p, strings.Join(policy.Names(), ", "))
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-policies: %q names no policy (-list prints them)", s)
+	}
+	return out, nil
+}
+
+func parseRates(s string) ([]float64, error) {
+	var out []float64
+	for _, r := range splitList(s) {
+		v, err := strconv.ParseFloat(r, 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("-rates: %q is not a rate > 0", r)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// parseWindow reads "lo:hi" ("" is no window).
+func parseWindow(s string) (sim.Window, error) {
+	if s == "" {
+		return sim.Window{}, nil
+	}
+	lo, hi, ok := strings.Cut(s, ":")
+	a, err1 := strconv.Atoi(lo)
+	b, err2 := strconv.Atoi(hi)
+	if !ok || err1 != nil || err2 != nil || a < 0 || b <= a {
+		return sim.Window{}, fmt.Errorf("-window: %q is not lo:hi with 0 <= lo < hi", s)
+	}
+	return sim.Window{Lo: a, Hi: b}, nil
+}
+
+// parseCluster reads "model=gpus,..." (optionally "model=gpus:memGB").
+func parseCluster(s string) ([]allocator.Model, error) {
+	var out []allocator.Model
+	seen := map[string]bool{}
+	for _, f := range splitList(s) {
+		name, count, ok := strings.Cut(f, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("-cluster: %q is not model=gpus", f)
+		}
+		mem := 0.0
+		if c, m, ok := strings.Cut(count, ":"); ok {
+			v, err := strconv.ParseFloat(m, 64)
+			if err != nil || v < 0 {
+				return nil, fmt.Errorf("-cluster: memory %q of %q is not a number of GB", m, name)
+			}
+			count, mem = c, v
+		}
+		n, err := strconv.Atoi(count)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-cluster: %q of model %q is not a GPU count >= 1", count, name)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("-cluster: model %q listed twice", name)
+		}
+		seen[name] = true
+		out = append(out, allocator.Model{Name: name, GPUs: n, MemoryGB: mem})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-cluster is empty: give GPUs per model, for example v100=12,p100=12")
+	}
+	return out, nil
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

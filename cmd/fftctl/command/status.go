@@ -12,8 +12,9 @@ import (
 
 	"github.com/hashicorp/cli"
 
-	"github.com/nomad-fft/nomad-fft/allocator/live"
-	"github.com/nomad-fft/nomad-fft/fairness/consulstore"
+	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/profile"
 )
 
 // StatusCommand shows the queue and the GPU models from the ledger.
@@ -71,7 +72,18 @@ type statusView struct {
 	Leader  string         `json:"leader"`
 	Models  []modelUsage   `json:"models"`
 	Jobs    []jobStatus    `json:"jobs"`
-	Invalid []live.Invalid `json:"invalid"`
+	Invalid []loop.Invalid `json:"invalid"`
+	// Tenants are the last round's tenant shares (with a tenants block).
+	Tenants []tenantStatus `json:"tenants,omitempty"`
+}
+
+// tenantStatus is one tenant's share and use in the last round.
+type tenantStatus struct {
+	loop.TenantAudit
+	// Used is the GPUs the tenant's jobs hold after the round; Rho the sum
+	// of its active jobs' rho.
+	Used int     `json:"used"`
+	Rho  float64 `json:"rho"`
 }
 
 type roundHeader struct {
@@ -100,6 +112,9 @@ type jobStatus struct {
 	Arrival   int    `json:"arrival"`
 	RoundsRun int    `json:"rounds_run"`
 	Switches  int    `json:"switches"`
+	// Throughput is each model's throughput the last round used, with its
+	// source and error (the ledger's).
+	Throughput map[string]profile.Throughput `json:"throughput,omitempty"`
 }
 
 // readStatus reads the ledger, the last round record and the leader.
@@ -108,7 +123,7 @@ func readStatus(ctx context.Context, s *consulstore.Store) (statusView, error) {
 	if err != nil {
 		return statusView{}, err
 	}
-	var last *live.RoundRecord
+	var last *loop.RoundRecord
 	if l.Round > 0 {
 		last, err = s.ReadRound(ctx, l.Round-1)
 		if err != nil && !errors.Is(err, consulstore.ErrNoRound) {
@@ -125,14 +140,14 @@ func readStatus(ctx context.Context, s *consulstore.Store) (statusView, error) {
 // statusOrder sorts jobs by state: what runs, what waits, what cannot run,
 // then what is over.
 var statusOrder = map[string]int{
-	live.StatusRunning: 0, live.StatusWaiting: 1, live.StatusNoFit: 2, live.StatusFinished: 3, live.StatusFailed: 4,
+	loop.StatusRunning: 0, loop.StatusWaiting: 1, loop.StatusParked: 2, loop.StatusNoFit: 3, loop.StatusFinished: 4, loop.StatusFailed: 5,
 }
 
 // buildStatus joins the ledger with the last round record (nil before any
 // round). It is pure.
-func buildStatus(l *live.Ledger, last *live.RoundRecord, leader string) statusView {
-	v := statusView{NextRound: l.Round, Leader: leader, Models: []modelUsage{}, Jobs: []jobStatus{}, Invalid: []live.Invalid{}}
-	lines := map[string]live.JobAudit{}
+func buildStatus(l *loop.Ledger, last *loop.RoundRecord, leader string) statusView {
+	v := statusView{NextRound: l.Round, Leader: leader, Models: []modelUsage{}, Jobs: []jobStatus{}, Invalid: []loop.Invalid{}}
+	lines := map[string]loop.JobAudit{}
 	if last != nil {
 		v.LastRound = &roundHeader{Round: last.Round, Start: last.Start}
 		for _, m := range last.Models {
@@ -142,14 +157,15 @@ func buildStatus(l *live.Ledger, last *live.RoundRecord, leader string) statusVi
 			lines[ja.ID] = ja
 		}
 		v.Invalid = append(v.Invalid, last.Invalid...)
+		v.Tenants = tenantUse(last, l)
 	}
 	for id, r := range l.Jobs {
 		js := jobStatus{ID: id, Status: r.Status, Rho: r.Rho, Done: r.Done, Work: r.Work,
-			Arrival: r.Arrival, RoundsRun: r.RoundsRun, Switches: r.Switches}
+			Arrival: r.Arrival, RoundsRun: r.RoundsRun, Switches: r.Switches, Throughput: r.Throughput}
 		if ja, ok := lines[id]; ok {
 			js.Model, js.GPUs, js.Reason = ja.Model, ja.GPUs, ja.Reason
 		}
-		if r.Status == live.StatusFinished || r.Status == live.StatusFailed {
+		if r.Status == loop.StatusFinished || r.Status == loop.StatusFailed {
 			js.Model = r.LastModel
 		}
 		v.Jobs = append(v.Jobs, js)
@@ -185,12 +201,28 @@ func formatStatus(v statusView) string {
 	b.WriteString(table(rows, "no healthy GPUs in the last round"))
 
 	b.WriteString("\nJobs\n")
-	rows = [][]string{{"ID", "Status", "Model", "GPUs", "Rho", "Progress", "Reason"}}
+	rows = [][]string{{"ID", "Status", "Model", "GPUs", "Rho", "Progress", "Throughput", "Reason"}}
+	estimated := false
 	for _, j := range v.Jobs {
+		tp, est := throughputCell(j)
+		estimated = estimated || est
 		rows = append(rows, []string{j.ID, j.Status, orDash(j.Model), countOrDash(j.GPUs),
-			fmt.Sprintf("%.3f", j.Rho), progress(j.Done, j.Work), orDash(j.Reason)})
+			fmt.Sprintf("%.3f", j.Rho), progress(j.Done, j.Work), tp, orDash(j.Reason)})
 	}
 	b.WriteString(table(rows, "no FFT-managed jobs"))
+	if estimated {
+		b.WriteString("(* estimated: the job has not been measured on that model yet; fftctl explain JOB shows every model's source and error)\n")
+	}
+
+	if len(v.Tenants) > 0 {
+		b.WriteString("\nTenants (the operator's shares of the fairness reference)\n")
+		rows = [][]string{{"Tenant", "Share", "Fraction", "Jobs", "GPUs", "Rho"}}
+		for _, t := range v.Tenants {
+			rows = append(rows, []string{t.Tenant, fmt.Sprintf("%g", t.Share), fmt.Sprintf("%.3f", t.Fraction), fmt.Sprint(t.Jobs),
+				fmt.Sprint(t.Used), fmt.Sprintf("%.3f", t.Rho)})
+		}
+		b.WriteString(table(rows, ""))
+	}
 
 	if len(v.Invalid) > 0 {
 		b.WriteString("\nInvalid Jobs (bad fft. meta; left untouched)\n")
@@ -201,6 +233,43 @@ func formatStatus(v statusView) string {
 		b.WriteString(table(rows, ""))
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// tenantUse adds each tenant's GPUs and rho to the round's tenant lines.
+func tenantUse(last *loop.RoundRecord, l *loop.Ledger) []tenantStatus {
+	out := make([]tenantStatus, 0, len(last.Tenants))
+	idx := map[string]int{}
+	for _, t := range last.Tenants {
+		idx[t.Tenant] = len(out)
+		out = append(out, tenantStatus{TenantAudit: t})
+	}
+	for _, ja := range last.Jobs {
+		k, ok := idx[ja.Tenant]
+		if !ok {
+			continue
+		}
+		if ja.Model != "" {
+			out[k].Used += ja.GPUs
+		}
+		out[k].Rho += l.Jobs[ja.ID].Rho
+	}
+	return out
+}
+
+// throughputCell is the job's throughput on its model as the last round
+// used it, marked "*" when it is an estimate rather than declared or
+// measured; "-" when the job has no model or no recorded value.
+func throughputCell(j jobStatus) (cell string, estimated bool) {
+	th, ok := j.Throughput[j.Model]
+	if !ok || j.Model == "" {
+		return "-", false
+	}
+	switch th.Source {
+	case profile.SourceEstimated, profile.SourcePrior:
+		return fmt.Sprintf("%.4g*", th.UnitsPerRound), true
+	default:
+		return fmt.Sprintf("%.4g (%s)", th.UnitsPerRound, th.Source), false
+	}
 }
 
 // table renders rows (the first is the header) with aligned columns, or

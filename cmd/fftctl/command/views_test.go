@@ -8,29 +8,30 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/profile"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
-func ledgerOf(round int, recs map[string]live.JobRecord) *live.Ledger {
-	return &live.Ledger{Round: round, Jobs: recs}
+func ledgerOf(round int, recs map[string]loop.JobRecord) *loop.Ledger {
+	return &loop.Ledger{Round: round, Jobs: recs}
 }
 
-func rec(status string, rho, done, work float64, last string) live.JobRecord {
-	return live.JobRecord{JobState: fairness.JobState{Work: work, Rho: rho}, Done: done, Status: status, LastModel: last}
+func rec(status string, rho, done, work float64, last string) loop.JobRecord {
+	return loop.JobRecord{JobState: fairness.JobState{Work: work, Rho: rho}, Done: done, Status: status, LastModel: last}
 }
 
 func TestBuildStatus(t *testing.T) {
 	last := newRound(4).Model(a100, 2).Model(v100, 4).
-		Run("default/b", a100, 2, 0.3).Action(live.ActionKeep).
+		Run("default/b", a100, 2, 0.3).Action(loop.ActionKeep).
 		Wait("default/a", 2, 0.5, 0.7).
 		NoFit("default/big", `device "nvidia/gpu" count = 8: more GPUs than any model`).
 		Invalid("default/bad", "job meta \"fft.work\" = \"-5\": expected a number > 0\njob meta \"fft.x\" = \"1\": expected one of ...").Obj()
-	l := ledgerOf(5, map[string]live.JobRecord{
-		"default/a":    rec(live.StatusWaiting, 0.7, 3, 10, ""),
-		"default/b":    rec(live.StatusRunning, 0, 40, 100, a100),
-		"default/big":  rec(live.StatusNoFit, 0, 0, 10, ""),
-		"default/done": rec(live.StatusFinished, 0, 10, 10, v100),
+	l := ledgerOf(5, map[string]loop.JobRecord{
+		"default/a":    rec(loop.StatusWaiting, 0.7, 3, 10, ""),
+		"default/b":    rec(loop.StatusRunning, 0, 40, 100, a100),
+		"default/big":  rec(loop.StatusNoFit, 0, 0, 10, ""),
+		"default/done": rec(loop.StatusFinished, 0, 10, 10, v100),
 	})
 	v := buildStatus(l, last, "replica-1")
 	var order []string
@@ -98,7 +99,7 @@ func TestBuildStatus(t *testing.T) {
 
 func TestExplainJob(t *testing.T) {
 	r := newRound(7).Model(a100, 2).Model(v100, 4).
-		Run("default/run", v100, 4, 0.25).Action(live.ActionMigrate).
+		Run("default/run", v100, 4, 0.25).Action(loop.ActionMigrate).
 		Wait("default/wait", 2, 0.5, 0.75).
 		NoFit("default/nofit", "fft.throughput names no GPU model of the cluster").
 		Invalid("default/bad", "job meta \"fft.work\" = \"x\": expected a number > 0").Obj()
@@ -141,11 +142,11 @@ func TestExplainJob(t *testing.T) {
 }
 
 func TestAuditRows(t *testing.T) {
-	recs := []*live.RoundRecord{
+	recs := []*loop.RoundRecord{
 		newRound(0).Invalid("default/j", "job meta \"fft.work\" = \"0\": expected a number > 0").Obj(),
 		newRound(1).Model(a100, 2).Run("default/j", a100, 2, 0).Obj(),
 		newRound(2).Model(a100, 2).Run("default/other", a100, 2, 0).Obj(),
-		newRound(3).Model(a100, 2).Run("default/other", a100, 2, 0).Wait("default/j", 2, 0, 0.4).Action(live.ActionPark).Obj(),
+		newRound(3).Model(a100, 2).Run("default/other", a100, 2, 0).Wait("default/j", 2, 0, 0.4).Action(loop.ActionPark).Obj(),
 	}
 	rows := auditRows(recs, "default/j")
 	var rounds []int
@@ -158,10 +159,10 @@ func TestAuditRows(t *testing.T) {
 	if !strings.HasPrefix(rows[0].Reason, "rejected: job meta \"fft.work\"") || rows[0].Cost != nil {
 		t.Errorf("round 0 row %+v", rows[0])
 	}
-	if rows[1].Action != live.ActionStart || rows[1].Model != a100 || rows[1].Cost == nil || *rows[1].Cost != recs[1].Jobs[0].Chosen.Cost {
+	if rows[1].Action != loop.ActionStart || rows[1].Model != a100 || rows[1].Cost == nil || *rows[1].Cost != recs[1].Jobs[0].Chosen.Cost {
 		t.Errorf("round 1 row %+v, want start on %s at the chosen cost", rows[1], a100)
 	}
-	if rows[2].Action != live.ActionPark || rows[2].RhoAfter != 0.4 || rows[2].Cost != nil {
+	if rows[2].Action != loop.ActionPark || rows[2].RhoAfter != 0.4 || rows[2].Cost != nil {
 		t.Errorf("round 3 row %+v", rows[2])
 	}
 	text := formatAudit("default/j", rows)
@@ -181,8 +182,8 @@ func TestAuditRows(t *testing.T) {
 func TestFormatRound(t *testing.T) {
 	r := newRound(3).Model(v100, 4).Model(a100, 2).
 		Run("default/a", a100, 2, 0).
-		Run("team/b", v100, 2, 0).Action(live.ActionMigrate).
-		Wait("default/c", 2, 0, 0.3).Action(live.ActionPark).
+		Run("team/b", v100, 2, 0).Action(loop.ActionMigrate).
+		Wait("default/c", 2, 0, 0.3).Action(loop.ActionPark).
 		Wait("default/d", 1, 0, 0.1).
 		NoFit("default/e", "too big").
 		Invalid("default/f", "bad").Obj()
@@ -191,6 +192,8 @@ func TestFormatRound(t *testing.T) {
 		"Round 3 at 10:00:00: 2 running, 2 waiting, 1 fit no model, 1 rejected (bad fft. meta); 4 of 6 GPUs busy",
 		"GPUs: " + a100 + " 2/2, " + v100 + " 2/4",
 		"start    a on " + a100, "migrate  team/b on " + v100, "park     c",
+		// Why each change was worth it, from the recorded terms.
+		"start    a on " + a100 + ": cost 5 with its restart priced in (0)", "park     c: its best option (" + a100 + ") costs 20",
 	} {
 		if !strings.Contains(got, w) {
 			t.Errorf("round block lacks %q:\n%s", w, got)
@@ -199,12 +202,12 @@ func TestFormatRound(t *testing.T) {
 	if strings.Contains(got, "no changes") || strings.Contains(got, " d") {
 		t.Errorf("a job kept waiting shows as a change:\n%s", got)
 	}
-	quiet := newRound(4).Model(a100, 2).Run("default/a", a100, 2, 0).Action(live.ActionKeep).Obj()
-	quiet.Trigger = live.TriggerSchedule
+	quiet := newRound(4).Model(a100, 2).Run("default/a", a100, 2, 0).Action(loop.ActionKeep).Obj()
+	quiet.Trigger = loop.TriggerSchedule
 	if got := formatRound(quiet, time.UTC); !strings.Contains(got, "Round 4 at 10:00:00: 1 running") || !strings.Contains(got, "; no changes") || strings.Count(got, "\n") != 1 {
 		t.Errorf("a scheduled round without changes:\n%s", got)
 	}
-	quiet.Trigger = live.TriggerFinish
+	quiet.Trigger = loop.TriggerFinish
 	if got := formatRound(quiet, time.UTC); !strings.Contains(got, "Round 4 at 10:00:00 (early: finish): 1 running") {
 		t.Errorf("an early round does not say why it ran:\n%s", got)
 	}
@@ -218,4 +221,73 @@ func secondColumn(row string) int {
 		return -1
 	}
 	return k + len(row[k:]) - len(strings.TrimLeft(row[k:], " "))
+}
+
+// With tenant shares, status lists each tenant's share, its GPUs and its jobs' rho.
+func TestBuildStatusTenants(t *testing.T) {
+	last := newRound(2).Model(a100, 4).Run("ml/a", a100, 2, 0.1).Run("ml/b", a100, 2, 0).Wait("cv/c", 2, 0.5, 0.9).Obj()
+	tenants := map[string]string{"ml/a": "ml", "ml/b": "ml", "cv/c": "cv"}
+	for k := range last.Jobs {
+		last.Jobs[k].Tenant = tenants[last.Jobs[k].ID]
+	}
+	last.Tenants = []loop.TenantAudit{{Tenant: "cv", Share: 1, Fraction: 0.5, Jobs: 1}, {Tenant: "ml", Share: 1, Fraction: 0.5, Jobs: 2}}
+	l := ledgerOf(3, map[string]loop.JobRecord{
+		"ml/a": rec(loop.StatusRunning, 0.1, 1, 10, a100), "ml/b": rec(loop.StatusRunning, 0, 1, 10, a100), "cv/c": rec(loop.StatusWaiting, 0.9, 0, 10, ""),
+	})
+	v := buildStatus(l, last, "")
+	want := []tenantStatus{{TenantAudit: last.Tenants[0], Used: 0, Rho: 0.9}, {TenantAudit: last.Tenants[1], Used: 4, Rho: 0.1}}
+	if d := cmp.Diff(want, v.Tenants); d != "" {
+		t.Errorf("tenants (-want,+got):\n%s", d)
+	}
+	if out := formatStatus(v); !strings.Contains(out, "Tenants (the operator's shares") || !strings.Contains(out, "0.900") {
+		t.Errorf("status text has no tenant table:\n%s", out)
+	}
+}
+
+// explain prints each option's throughput source and error, says when a job
+// runs to be measured, and shows declared-versus-measured warnings; status
+// marks estimated throughputs.
+func TestThroughputSources(t *testing.T) {
+	r := newRound(9).Model(a100, 2).Model(v100, 4).
+		Run("default/learned", a100, 2, 0.1).Action(loop.ActionKeep).
+		Run("default/new", v100, 1, 0).Action(loop.ActionStart).Obj()
+	tp := map[string]profile.Throughput{
+		a100: {UnitsPerRound: 30, LogSD: 0.1, Source: profile.SourceMeasured, Measurements: 3},
+		v100: {UnitsPerRound: 12.5, LogSD: 0.87, Source: profile.SourceEstimated, Measurements: 40},
+	}
+	mm := profile.Mismatch{Job: "default/learned", Model: a100, DeclaredUnitsPerRound: 10, MeasuredUnitsPerRound: 30, Measurements: 3}
+	for k := range r.Jobs {
+		switch r.Jobs[k].ID {
+		case "default/learned":
+			r.Jobs[k].Throughput, r.Jobs[k].Mismatches = tp, []profile.Mismatch{mm}
+		case "default/new":
+			r.Jobs[k].Options, r.Jobs[k].Learn = nil, &profile.Choice{Model: v100, FreeGPUs: 4, Reason: profile.ReasonFastest}
+		}
+	}
+	tests := []struct {
+		id   string
+		want []string
+	}{
+		{"default/learned", []string{"Source", "Log SD", "measured   0.10", "estimated  0.87", "Warning    = job \"default/learned\" on \"" + a100 + "\": declared fft.throughput 10"}},
+		{"default/new", []string{"runs on " + v100 + " (start) to be measured", profile.ReasonFastest, "outside the policy until one round on a model measures it"}},
+	}
+	for _, tc := range tests {
+		text := formatExplain(explainJob(r, tc.id))
+		for _, w := range tc.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s: explanation lacks %q:\n%s", tc.id, w, text)
+			}
+		}
+	}
+	learned := rec(loop.StatusRunning, 0.1, 5, 100, a100)
+	learned.Throughput = tp
+	onEstimate := rec(loop.StatusRunning, 0, 1, 100, v100)
+	onEstimate.Throughput = tp
+	last := newRound(9).Model(a100, 2).Model(v100, 4).Run("default/learned", a100, 2, 0.1).Run("default/est", v100, 1, 0).Obj()
+	text := formatStatus(buildStatus(ledgerOf(10, map[string]loop.JobRecord{"default/learned": learned, "default/est": onEstimate}), last, ""))
+	for _, w := range []string{"Throughput", "30 (measured)", "12.5*", "(* estimated: the job has not been measured on that model yet"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("status lacks %q:\n%s", w, text)
+		}
+	}
 }

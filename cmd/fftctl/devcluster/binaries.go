@@ -14,19 +14,23 @@ import (
 
 // Binaries are the programs a dev cluster runs. The agents come from
 // $FFT_NOMAD_BIN and $FFT_CONSUL_BIN, else PATH, else the repository's
-// .cache/agents (make agents). The plugin and the allocator come from
-// $FFT_PLUGIN_BIN and $FFT_ALLOCATOR_BIN, else next to the running
-// program (make build puts all three in bin/), else they are built from the
-// repository into the state folder.
+// .cache/agents (make agents). The device plugin, the task driver and the
+// allocator come from $FFT_PLUGIN_BIN, $FFT_DRIVER_BIN and
+// $FFT_ALLOCATOR_BIN, else next to the running program (make build puts
+// them in bin/), else they are built from the repository into the state
+// folder.
 type Binaries struct {
-	Nomad, Consul, Plugin, Allocator string
+	Nomad, Consul, Plugin, Driver, Allocator string
 }
 
 // The variables that name prebuilt binaries of the repository's commands.
 const (
 	EnvPluginBin    = "FFT_PLUGIN_BIN"
+	EnvDriverBin    = "FFT_DRIVER_BIN"
 	EnvAllocatorBin = "FFT_ALLOCATOR_BIN"
 	allocatorName   = "fft-allocator"
+	// DriverName is the task driver's executable (its plugin block label).
+	DriverName = "nomad-driver-fft"
 )
 
 // ErrMissing means a binary was found nowhere; the error says where it
@@ -82,6 +86,7 @@ func (f finder) resolve(ctx context.Context, b Binaries, buildDir string, progre
 		name, env string
 	}{
 		{&b.Plugin, agentrun.PluginName, EnvPluginBin},
+		{&b.Driver, DriverName, EnvDriverBin},
 		{&b.Allocator, allocatorName, EnvAllocatorBin},
 	} {
 		if *c.dst == "" {

@@ -70,7 +70,7 @@ func TestResolveBinaries(t *testing.T) {
 	t.Run("variables, then next to fftctl", func(t *testing.T) {
 		tr := newTree(t)
 		consulBin := tr.cachedAgent(t, agentrun.Consul)
-		for _, name := range []string{"nomad", agentrun.PluginName, allocatorName} {
+		for _, name := range []string{"nomad", agentrun.PluginName, DriverName, allocatorName} {
 			write(t, filepath.Join(tr.binDir, name), "", 0o755)
 		}
 		custom := t.TempDir()
@@ -84,7 +84,7 @@ func TestResolveBinaries(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := Binaries{Nomad: filepath.Join(custom, "my-nomad"), Consul: consulBin,
-			Plugin: filepath.Join(custom, "my-plugin"), Allocator: filepath.Join(tr.binDir, allocatorName)}
+			Plugin: filepath.Join(custom, "my-plugin"), Driver: filepath.Join(tr.binDir, DriverName), Allocator: filepath.Join(tr.binDir, allocatorName)}
 		if b != want {
 			t.Errorf("resolve = %+v, want %+v", b, want)
 		}
@@ -100,17 +100,18 @@ func TestResolveBinaries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := Binaries{Nomad: nomadBin, Consul: consulBin, Plugin: filepath.Join(buildDir, agentrun.PluginName), Allocator: filepath.Join(buildDir, allocatorName)}
+		want := Binaries{Nomad: nomadBin, Consul: consulBin, Plugin: filepath.Join(buildDir, agentrun.PluginName),
+			Driver: filepath.Join(buildDir, DriverName), Allocator: filepath.Join(buildDir, allocatorName)}
 		if b != want {
 			t.Errorf("resolve = %+v, want %+v", b, want)
 		}
-		if len(tr.built) != 2 || !strings.HasSuffix(tr.built[0], " from "+tr.repo) || len(progress) != 2 {
-			t.Errorf("builds %v, progress %v; want the plugin and the allocator built in the repository, each announced", tr.built, progress)
+		if len(tr.built) != 3 || !strings.HasSuffix(tr.built[0], " from "+tr.repo) || len(progress) != 3 {
+			t.Errorf("builds %v, progress %v; want the plugin, the driver and the allocator built in the repository, each announced", tr.built, progress)
 		}
 	})
 	t.Run("given binaries are kept", func(t *testing.T) {
 		tr := newTree(t)
-		given := Binaries{Nomad: "/n", Consul: "/c", Plugin: "/p", Allocator: "/a"}
+		given := Binaries{Nomad: "/n", Consul: "/c", Plugin: "/p", Driver: "/d", Allocator: "/a"}
 		b, err := tr.finder(t.TempDir()).resolve(context.Background(), given, t.TempDir(), func(string) {})
 		if err != nil || b != given {
 			t.Errorf("resolve = %+v, %v; want %+v untouched", b, err, given)

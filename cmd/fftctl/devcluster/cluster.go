@@ -54,8 +54,13 @@ type Cluster struct {
 	cfg Config
 	// NomadAddr is the Nomad server's HTTP API (http://127.0.0.1:port),
 	// ConsulAddr Consul's (127.0.0.1:port, as CONSUL_HTTP_ADDR takes it),
-	// and AllocatorAddr the allocator's status endpoint, once started.
+	// and AllocatorAddr the allocator's HTTP API once started: a proxy to
+	// the leading replica (see StartAllocator).
 	NomadAddr, ConsulAddr, AllocatorAddr string
+	// allocatorPort is chosen before the clients start, whose task driver
+	// reports there: the allocator proxy's port (see StartAllocator).
+	allocatorPort int
+	proxy         *http.Server
 
 	mu      sync.Mutex
 	procs   []*agentrun.Process
@@ -79,8 +84,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := agentrun.AdoptOrphans(); err != nil {
 		return nil, err
 	}
-	// One slot per program: Consul, the server, the clients, the allocator.
-	c := &Cluster{cfg: cfg, exited: make(chan string, 3+len(cfg.Clients))}
+	// One slot per program: Consul, the server, the clients, and a Consul
+	// agent and a Nomad client per allocator host.
+	c := &Cluster{cfg: cfg, exited: make(chan string, 2+len(cfg.Clients)+2*len(AllocatorHosts))}
 	bin, err := defaultFinder().resolve(ctx, cfg.Bin, filepath.Join(cfg.Dir, "bin"), cfg.Progress)
 	c.cfg.Bin = bin
 	if err == nil {
@@ -156,9 +162,15 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 
 	pluginDir := filepath.Join(dir, "plugins")
-	if err := installPlugin(c.cfg.Bin.Plugin, pluginDir); err != nil {
+	if err := installPlugins(pluginDir, c.cfg.Bin.Plugin, c.cfg.Bin.Driver); err != nil {
 		return err
 	}
+	// The clients' task driver reports to the allocator, started later on this port.
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	c.allocatorPort = port
 	serverRPC := fmt.Sprintf("127.0.0.1:%d", sp.RPC)
 	var clients []*agentrun.Process
 	for _, gc := range c.cfg.Clients {
@@ -167,16 +179,50 @@ func (c *Cluster) start(ctx context.Context) error {
 			return err
 		}
 		progress(fmt.Sprintf("Starting Nomad client %s: %d x %s (node pool %q)", gc.Name, gc.Count, gc.Model, NodePool))
-		proc, err := c.launchNomad("nomad-client-"+gc.Name, clientConfig(dir, pluginDir, p, c.ConsulAddr, serverRPC, NodePool, gc))
+		proc, err := c.launchNomad("nomad-client-"+gc.Name, clientConfig(dir, pluginDir, p, c.ConsulAddr, serverRPC, NodePool, fmt.Sprintf("http://127.0.0.1:%d", c.allocatorPort), gc))
 		if err != nil {
 			return err
 		}
 		clients = append(clients, proc)
 	}
+	hosts, err := c.startAllocatorHosts(cp, serverRPC, pluginDir)
+	if err != nil {
+		return err
+	}
 	progress("Waiting for the clients to register their fake GPUs")
-	return waitFor(ctx, clientTimeout, clients, "the clients to be ready with their GPUs", func() error {
-		return clientsReady(nc, c.cfg.Clients)
+	return waitFor(ctx, clientTimeout, append(clients, hosts...), "the clients to be ready with their GPUs", func() error {
+		return clientsReady(nc, append(append([]GPUClient(nil), c.cfg.Clients...), AllocatorHosts...))
 	})
+}
+
+// startAllocatorHosts starts, for each of AllocatorHosts, a Consul client
+// agent that joins the dev agent and a Nomad client in the default node
+// pool that registers its services there. It returns the programs started.
+func (c *Cluster) startAllocatorHosts(cp agentrun.ConsulPorts, serverRPC, pluginDir string) ([]*agentrun.Process, error) {
+	var procs []*agentrun.Process
+	for _, h := range AllocatorHosts {
+		p, err := agentrun.FreePorts(3)
+		if err != nil {
+			return nil, err
+		}
+		ports := agentrun.ConsulPorts{HTTP: p[0], SerfLAN: p[1], Server: p[2]}
+		agent, err := c.launch("consul-"+h.Name, c.cfg.Bin.Consul, consulClientArgs(c.cfg.Dir, h.Name, ports, fmt.Sprintf("127.0.0.1:%d", cp.SerfLAN)), nil)
+		if err != nil {
+			return nil, err
+		}
+		np, err := nomadPortsFor(0)
+		if err != nil {
+			return nil, err
+		}
+		consulAddr := fmt.Sprintf("127.0.0.1:%d", ports.HTTP)
+		c.cfg.Progress(fmt.Sprintf("Starting Nomad client %s for the allocator (node pool \"default\", Consul agent %s)", h.Name, consulAddr))
+		proc, err := c.launchNomad("nomad-client-"+h.Name, clientConfig(c.cfg.Dir, pluginDir, np, consulAddr, serverRPC, "", fmt.Sprintf("http://127.0.0.1:%d", c.allocatorPort), h))
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, agent, proc)
+	}
+	return procs, nil
 }
 
 // clientsReady checks that every client is a ready node with devices.
@@ -199,36 +245,6 @@ func clientsReady(nc *nomad.Client, clients []GPUClient) error {
 		}
 	}
 	return nil
-}
-
-// StartAllocator starts the fft-allocator with rounds of the given length
-// against the cluster and waits until it answers on its status endpoint.
-// Its GPU node pool is its default, the clients' NodePool.
-func (c *Cluster) StartAllocator(ctx context.Context, round time.Duration) error {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	c.AllocatorAddr = fmt.Sprintf("http://127.0.0.1:%d", port)
-	c.cfg.Progress(fmt.Sprintf("Starting fft-allocator (rounds of %s; status on %s/v1/status)", round, c.AllocatorAddr))
-	args := []string{"-round", round.String(), "-http-addr", fmt.Sprintf("127.0.0.1:%d", port), "-id", "fft-dev"}
-	// The addresses go through the variables every tool reads.
-	env := []string{"NOMAD_ADDR=" + c.NomadAddr, "CONSUL_HTTP_ADDR=" + c.ConsulAddr}
-	proc, err := c.launch("fft-allocator", c.cfg.Bin.Allocator, args, env)
-	if err != nil {
-		return err
-	}
-	return waitFor(ctx, agentTimeout, []*agentrun.Process{proc}, "fft-allocator to answer", func() error {
-		resp, err := http.Get(c.AllocatorAddr + "/v1/health")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("health answered %s", resp.Status)
-		}
-		return nil
-	})
 }
 
 // Dir is the cluster's state folder.
@@ -269,7 +285,11 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	c.stopped = true
 	procs := append([]*agentrun.Process(nil), c.procs...)
+	proxy := c.proxy
 	c.mu.Unlock()
+	if proxy != nil {
+		_ = proxy.Close()
+	}
 	for k := len(procs) - 1; k >= 0; k-- {
 		c.cfg.Progress("Stopping " + procs[k].Name)
 		procs[k].Stop(ctx, stopGrace)
@@ -331,17 +351,23 @@ func (c *Cluster) watch(p *agentrun.Process, err error) (*agentrun.Process, erro
 	return p, nil
 }
 
-// installPlugin copies the plugin into a folder of its own under its
-// plugin block's name, as the clients' plugin_dir wants it.
-func installPlugin(bin, dir string) error {
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		return fmt.Errorf("reading the device plugin: %w", err)
-	}
+// installPlugins copies the device plugin and the task driver into a folder
+// of their own under their plugin blocks' names, as the clients' plugin_dir
+// wants them.
+func installPlugins(dir, plugin, driver string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, agentrun.PluginName), data, 0o755)
+	for _, b := range []struct{ bin, name string }{{plugin, agentrun.PluginName}, {driver, DriverName}} {
+		data, err := os.ReadFile(b.bin)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", b.name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, b.name), data, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // exitError is a program that ended while the cluster waited for it.

@@ -1,7 +1,10 @@
 package devcluster
 
 import (
+	"fmt"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/nomad-fft/nomad-fft/e2e/agentrun"
 )
@@ -30,6 +33,16 @@ var DefaultClients = []GPUClient{
 	{Name: "v100", Model: ModelV100, Count: 4, MemoryMiB: 16384},
 }
 
+// AllocatorHosts are the Nomad clients the fft-allocator job's replicas
+// run on (distinct_hosts): in the "default" node pool, outside the GPU
+// pool, each with a Consul client agent of its own, since a Nomad client
+// removes from its agent the services it did not register. Their one fake
+// GPU each is outside the pool the allocator counts.
+var AllocatorHosts = []GPUClient{
+	{Name: "host-1", Model: ModelA100, Count: 1},
+	{Name: "host-2", Model: ModelA100, Count: 1},
+}
+
 // NodePool is the GPU clients' node pool: fft-allocator's default
 // -node-pool, which it counts capacity in and moves a job into when a round
 // starts it. A job submitted without a pool waits in "default", which has
@@ -40,6 +53,14 @@ const NodePool = "gpu"
 // state folder.
 func consulArgs(dir string, p agentrun.ConsulPorts) []string {
 	return agentrun.ConsulDevArgs(filepath.Join(dir, "consul-data"), p)
+}
+
+// consulClientArgs are the arguments of an allocator host's Consul client
+// agent, named fft-dev-<name>, that joins the dev agent at join. It skips
+// the graceful leave on SIGINT (seconds per agent): the whole cluster stops.
+func consulClientArgs(dir, name string, p agentrun.ConsulPorts, join string) []string {
+	return append(agentrun.ConsulClientArgs(filepath.Join(dir, "consul-"+name), "fft-dev-"+name, p, join),
+		"-hcl", "skip_leave_on_interrupt = true")
 }
 
 // nomadAgent is what a dev agent's configuration says about who and where it
@@ -55,9 +76,11 @@ func serverConfig(dir string, p agentrun.NomadPorts, consulAddr string) string {
 }
 
 // clientConfig is a Nomad client's configuration: raw_exec without
-// cgroups (the sample tasks are shell scripts) and the device plugin with
-// the client's fake GPUs, in the given node pool.
-func clientConfig(dir, pluginDir string, p agentrun.NomadPorts, consulAddr, serverRPC, pool string, c GPUClient) string {
+// cgroups, the device plugin with the client's fake GPUs, and the fft task
+// driver reporting to the allocator at allocatorAddr with its checkpoints in
+// the state folder (shared by the clients, as a cluster file system would
+// be), in the given node pool.
+func clientConfig(dir, pluginDir string, p agentrun.NomadPorts, consulAddr, serverRPC, pool, allocatorAddr string, c GPUClient) string {
 	return agentrun.NomadClientConfig(agentrun.NomadClient{
 		NomadAgent:   nomadAgent(c.Name, dir, p, consulAddr),
 		Server:       serverRPC,
@@ -65,5 +88,17 @@ func clientConfig(dir, pluginDir string, p agentrun.NomadPorts, consulAddr, serv
 		CgroupParent: "fft-dev-" + c.Name,
 		PluginDir:    pluginDir,
 		GPU:          agentrun.FakeGPU{Model: c.Model, Count: c.Count, MemoryMiB: c.MemoryMiB},
+		Extra: fmt.Sprintf(`
+plugin %s {
+  config {
+    allocator_address = %s
+    report_period     = "2s"
+    checkpoint_root   = %s
+  }
+}
+`, hclQuote(DriverName), hclQuote(allocatorAddr), hclQuote(filepath.Join(dir, "checkpoints"))),
 	})
 }
+
+// hclQuote is s as an HCL string: Go quoting, with "${" escaped.
+func hclQuote(s string) string { return strings.ReplaceAll(strconv.Quote(s), "${", "$${") }

@@ -73,7 +73,7 @@ func TestAgentConfigs(t *testing.T) {
 		}
 	}
 	v100 := DefaultClients[2]
-	client := clientConfig(dir, "/plugins", agentrun.NomadPorts{HTTP: 1, RPC: 2, Serf: 3}, "127.0.0.1:8500", "127.0.0.1:4647", "gpu", v100)
+	client := clientConfig(dir, "/plugins", agentrun.NomadPorts{HTTP: 1, RPC: 2, Serf: 3}, "127.0.0.1:8500", "127.0.0.1:4647", "gpu", "http://127.0.0.1:4650", v100)
 	for _, tc := range []struct {
 		path []string
 		want string
@@ -85,13 +85,15 @@ func TestAgentConfigs(t *testing.T) {
 		{[]string{agentrun.PluginName, "config", "fake", "gpu", "model"}, ModelV100},
 		{[]string{agentrun.PluginName, "config", "fake", "gpu", "count"}, "4"},
 		{[]string{agentrun.PluginName, "config", "fake", "gpu", "memory_mib"}, "16384"},
+		{[]string{DriverName, "config", "allocator_address"}, "http://127.0.0.1:4650"},
+		{[]string{DriverName, "config", "checkpoint_root"}, filepath.Join(dir, "checkpoints")},
 	} {
 		if got := attr(t, client, tc.path...); got != tc.want {
 			t.Errorf("client %v = %q, want %q", tc.path, got, tc.want)
 		}
 	}
 	// A catalogue model needs no memory_mib, and gets none.
-	if c := clientConfig(dir, "/p", p, "a", "b", "gpu", DefaultClients[0]); strings.Contains(c, "memory_mib") {
+	if c := clientConfig(dir, "/p", p, "a", "b", "gpu", "http://x", DefaultClients[0]); strings.Contains(c, "memory_mib") {
 		t.Errorf("memory_mib set for a catalogue model:\n%s", c)
 	}
 	// The Consul agent is loopback-only with its data in the state folder.

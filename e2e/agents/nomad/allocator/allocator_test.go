@@ -287,9 +287,11 @@ func startStack(tb testing.TB, clients []testenv.FakeGPUClient) *stack {
 	return st
 }
 
-// args prefixes extra with the flags that point an allocator at this stack.
+// args prefixes extra with the flags that point an allocator at this stack. The tests run
+// the paper's FFT (-policy fft), whose costs their comments work out; `fftctl dev`'s e2e test
+// runs the allocator's default.
 func (st *stack) args(extra ...string) []string {
-	return append([]string{"-nomad-addr", st.Server.HTTP, "-consul-addr", st.consul.HTTP, "-consul-prefix", prefix}, extra...)
+	return append([]string{"-nomad-addr", st.Server.HTTP, "-consul-addr", st.consul.HTTP, "-consul-prefix", prefix, "-policy", "fft"}, extra...)
 }
 
 // allocator starts an fft-allocator replica against this stack.

@@ -21,6 +21,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testenv.CleanupPluginDir()
+	testenv.CleanupBinaries()
 	os.Exit(code)
 }
 

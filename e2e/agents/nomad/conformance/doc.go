@@ -1,3 +1,4 @@
-// Package conformance drives the built nomad-device-fft binary through Nomad 1.6.1's own
-// plugin loader: handshake, config, fingerprint, reserve and stats.
+// Package conformance drives the built nomad-device-fft and nomad-driver-fft binaries through
+// Nomad 1.6.1's own plugin loader: handshake, config, fingerprint, reserve and stats; a task
+// started, recovered by a new plugin process and stopped with a checkpoint.
 package conformance

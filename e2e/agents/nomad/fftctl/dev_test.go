@@ -54,6 +54,7 @@ func startDev(t *testing.T, args ...string) *dev {
 		"FFT_NOMAD_BIN="+testenv.RequireNomad(t),
 		"FFT_CONSUL_BIN="+testenv.RequireConsul(t),
 		"FFT_PLUGIN_BIN="+filepath.Join(testenv.PluginDir(t), testenv.PluginName),
+		"FFT_DRIVER_BIN="+testenv.MainBinary(t, testenv.DriverBinary),
 		"FFT_ALLOCATOR_BIN="+testenv.MainBinary(t, "fft-allocator"))
 	d := &dev{bin: bin, done: make(chan struct{})}
 	d.cmd = exec.Command(bin, append([]string{"dev"}, args...)...)
@@ -227,16 +228,27 @@ func leftovers(dir string) []string {
 func TestDevRunsRoundsAndCleansUp(t *testing.T) {
 	d := startDev(t, "-round", "2s", "-rounds", "4")
 	d.waitLine(t, 60*time.Second, "Round 0 at ")
-	// While it runs, the workload runs on the models the round chose, and reports progress.
+	// While it runs, the workload runs on the models the round chose, and its task driver
+	// reports progress with the GPU model through the allocator into Consul.
 	testenv.Eventually(t, 30*time.Second, time.Second, "a sample job reports its progress", func() error {
-		b, code, err := get("http://" + d.ConsulAddr + "/v1/kv/nomad-fft/v1/progress/?keys")
+		b, code, err := get("http://" + d.ConsulAddr + "/v1/kv/nomad-fft/v1/progress/?recurse")
 		if err != nil || code != 200 {
 			return fmt.Errorf("progress keys: HTTP %d, %v", code, err)
 		}
-		if !strings.Contains(string(b), "nomad-fft/v1/progress/default/") {
-			return fmt.Errorf("no progress keys yet: %s", b)
+		var pairs []struct {
+			Key   string
+			Value []byte
 		}
-		return nil
+		if err := json.Unmarshal(b, &pairs); err != nil {
+			return err
+		}
+		for _, p := range pairs {
+			if strings.HasPrefix(p.Key, "nomad-fft/v1/progress/default/") && strings.Contains(string(p.Value), `"gpu_model":"`) {
+				t.Logf("%s = %s", p.Key, p.Value)
+				return nil
+			}
+		}
+		return fmt.Errorf("no driver report yet: %s", b)
 	})
 	if code := d.wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("fftctl dev -rounds 4 exited %d:\n%s", code, d.output())
@@ -250,7 +262,7 @@ func TestDevRunsRoundsAndCleansUp(t *testing.T) {
 	if strings.Contains(out, "Round 4 at ") {
 		t.Errorf("a fifth round was shown after -rounds 4:\n%s", out)
 	}
-	for _, w := range []string{"Submitted default/resnet50", "    start    ", " of 8 GPUs busy", "==> Stopped"} {
+	for _, w := range []string{"Submitted default/resnet50", "Registered job fft-allocator from jobspecs/fft-allocator.nomad.hcl", " leads (status via ", "    start    ", " of 8 GPUs busy", "==> Stopped"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}

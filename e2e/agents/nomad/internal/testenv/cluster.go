@@ -24,14 +24,29 @@ type FakeGPUClient struct {
 	// NodePool is the client's node pool ("": Nomad's "default"). Nomad creates a pool the
 	// first time a client names it.
 	NodePool string
+	// PluginDir replaces PluginDir(t), e.g. DriverPluginDir(t); AgentExtra is more HCL at the
+	// top level of the client's configuration.
+	PluginDir, AgentExtra string
 }
 
 // Cluster is one Nomad server and its clients, each on its own ports and data dir.
 type Cluster struct {
 	Server *Agent
-	API    *api.Client
+	// API is a client of the server; with ACLs it carries ManagementToken.
+	API *api.Client
 	// NodeIDs maps client name to node ID.
 	NodeIDs map[string]string
+	// ManagementToken is the bootstrap token's secret when ACLs are on, else "".
+	ManagementToken string
+}
+
+// ClusterOptions are StartClusterWith's choices; the zero value is StartCluster's cluster.
+type ClusterOptions struct {
+	// ACL turns Nomad's ACLs on in every agent and bootstraps them (Cluster.ManagementToken).
+	ACL bool
+	// ConsulAddrs, when set, are the Consul agents (127.0.0.1:port), one per client in order,
+	// that the clients register job services with and run their checks through.
+	ConsulAddrs []string
 }
 
 // StartCluster starts a Nomad server and one client per FakeGPUClient under root, each
@@ -40,6 +55,12 @@ type Cluster struct {
 // test ends.
 func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cluster {
 	t.Helper()
+	return StartClusterWith(t, nomad, root, clients, ClusterOptions{})
+}
+
+// StartClusterWith is StartCluster with options.
+func StartClusterWith(t testing.TB, nomad, root string, clients []FakeGPUClient, opts ClusterOptions) *Cluster {
+	t.Helper()
 	pluginDir := PluginDir(t)
 	ports := FreePorts(t, 3*(1+len(clients)))
 	at := func(i int) agentrun.NomadPorts {
@@ -47,7 +68,7 @@ func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cl
 	}
 	// Each agent's data is in root/<node name>; DEBUG logs help when a test fails.
 	agent := func(name string, p agentrun.NomadPorts) agentrun.NomadAgent {
-		return agentrun.NomadAgent{Name: name, DataDir: filepath.Join(root, name), LogLevel: "DEBUG", Ports: p}
+		return agentrun.NomadAgent{Name: name, DataDir: filepath.Join(root, name), LogLevel: "DEBUG", Ports: p, ACL: opts.ACL}
 	}
 
 	sp := at(0)
@@ -63,17 +84,29 @@ func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cl
 		}
 		return nil
 	})
+	if opts.ACL {
+		bootstrap(t, c)
+	}
 
 	var agents []*Agent
 	for i, fc := range clients {
 		p := at(i + 1)
+		a := agent("fft-e2e-"+fc.Name, p)
+		if i < len(opts.ConsulAddrs) {
+			a.ConsulAddr = opts.ConsulAddrs[i]
+		}
+		dir := pluginDir
+		if fc.PluginDir != "" {
+			dir = fc.PluginDir
+		}
 		agents = append(agents, StartAgent(t, nomad, fc.Name, root, p, agentrun.NomadClientConfig(agentrun.NomadClient{
-			NomadAgent:   agent("fft-e2e-"+fc.Name, p),
+			NomadAgent:   a,
 			Server:       server.RPCAddr,
 			NodePool:     fc.NodePool,
 			CgroupParent: "fft-e2e-" + fc.Name,
-			PluginDir:    pluginDir,
+			PluginDir:    dir,
 			GPU:          agentrun.FakeGPU{Model: fc.Model, Count: fc.Count, Extra: fc.Extra},
+			Extra:        fc.AgentExtra,
 		})))
 	}
 
@@ -113,6 +146,20 @@ func StartCluster(t testing.TB, nomad, root string, clients []FakeGPUClient) *Cl
 		return nil
 	})
 	return c
+}
+
+// bootstrap creates the cluster's management token and has c.API use it.
+func bootstrap(t testing.TB, c *Cluster) {
+	t.Helper()
+	Eventually(t, 30*time.Second, 250*time.Millisecond, "ACL bootstrap", func() error {
+		tok, _, err := c.API.ACLTokens().Bootstrap(nil)
+		if err != nil {
+			return err
+		}
+		c.ManagementToken = tok.SecretID
+		return nil
+	})
+	c.API.SetSecretID(c.ManagementToken)
 }
 
 // nodePoolOr returns the pool a client with this setting ends up in.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,16 @@ type Consul struct {
 	// HTTP is its API address as CONSUL_HTTP_ADDR takes it: 127.0.0.1:port.
 	HTTP    string
 	LogPath string
+	// ManagementToken is the initial management token when ACLs are on, else "". Get sends it.
+	ManagementToken string
+	// SerfLAN is its LAN gossip address, which client agents join.
+	SerfLAN string
+}
+
+// ConsulOptions are StartConsulWith's choices; the zero value is StartConsul's agent.
+type ConsulOptions struct {
+	// ACL turns ACLs on with default deny; Consul.ManagementToken is the management token.
+	ACL bool
 }
 
 // StartConsul starts `consul agent -dev` bound to 127.0.0.1 on free ports, with its data in
@@ -30,13 +41,44 @@ type Consul struct {
 // ends, passed or failed.
 func StartConsul(t testing.TB, consul, dir string) *Consul {
 	t.Helper()
+	return StartConsulWith(t, consul, dir, ConsulOptions{})
+}
+
+// StartConsulWith is StartConsul with options.
+func StartConsulWith(t testing.TB, consul, dir string, opts ConsulOptions) *Consul {
+	t.Helper()
 	p := FreePorts(t, 4)
 	ports := agentrun.ConsulPorts{HTTP: p[0], Server: p[1], SerfLAN: p[2], SerfWAN: p[3]}
-	proc := StartProcess(t, "consul", dir, consul, agentrun.ConsulDevArgs(filepath.Join(dir, "consul-data"), ports)...)
-	c := &Consul{HTTP: fmt.Sprintf("127.0.0.1:%d", ports.HTTP), LogPath: proc.LogPath}
+	args := agentrun.ConsulDevArgs(filepath.Join(dir, "consul-data"), ports)
+	c := &Consul{HTTP: fmt.Sprintf("127.0.0.1:%d", ports.HTTP), SerfLAN: fmt.Sprintf("127.0.0.1:%d", ports.SerfLAN)}
+	if opts.ACL {
+		c.ManagementToken = "6f3c5b0e-0f70-4e2e-8ac1-000000000001"
+		args = append(args, agentrun.ConsulACLArgs(c.ManagementToken)...)
+	}
+	proc := StartProcess(t, "consul", dir, consul, args...)
+	c.LogPath = proc.LogPath
 	Eventually(t, 60*time.Second, 250*time.Millisecond, "consul elects itself and serves KV", func() error {
 		if proc.Exited() {
 			t.Fatalf("the Consul agent exited")
+		}
+		return agentrun.ConsulReadyToken(c.HTTP, c.ManagementToken)
+	})
+	return c
+}
+
+// StartConsulClient starts a Consul client agent named node that joins server, with its data in
+// dir/consul-<node>, waits until it answers with the cluster's leader, and stops it when the
+// test ends. Each Nomad client that registers services needs its own (agentrun.ConsulClientArgs).
+func StartConsulClient(t testing.TB, consul, dir, node string, server *Consul) *Consul {
+	t.Helper()
+	p := FreePorts(t, 3)
+	ports := agentrun.ConsulPorts{HTTP: p[0], SerfLAN: p[1], Server: p[2]}
+	proc := StartProcess(t, "consul-"+node, dir, consul,
+		agentrun.ConsulClientArgs(filepath.Join(dir, "consul-"+node), node, ports, server.SerfLAN)...)
+	c := &Consul{HTTP: fmt.Sprintf("127.0.0.1:%d", ports.HTTP), LogPath: proc.LogPath, SerfLAN: fmt.Sprintf("127.0.0.1:%d", ports.SerfLAN)}
+	Eventually(t, 60*time.Second, 250*time.Millisecond, "consul client "+node+" joins", func() error {
+		if proc.Exited() {
+			t.Fatalf("the Consul client agent %s exited", node)
 		}
 		return agentrun.ConsulReady(c.HTTP)
 	})
@@ -45,7 +87,20 @@ func StartConsul(t testing.TB, consul, dir string) *Consul {
 
 // Get reads an HTTP API path of the agent, returning the body and status code.
 func (c *Consul) Get(path string) ([]byte, int, error) {
-	resp, err := http.Get("http://" + c.HTTP + path)
+	return c.Do(http.MethodGet, path, "")
+}
+
+// Do sends an HTTP request to the agent with the management token (if any) and returns the
+// body and status code.
+func (c *Consul) Do(method, path, body string) ([]byte, int, error) {
+	req, err := http.NewRequest(method, "http://"+c.HTTP+path, strings.NewReader(body))
+	if err != nil {
+		return nil, 0, err
+	}
+	if c.ManagementToken != "" {
+		req.Header.Set("X-Consul-Token", c.ManagementToken)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, 0, err
 	}

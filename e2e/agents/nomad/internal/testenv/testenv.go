@@ -95,6 +95,9 @@ func CleanupPluginDir() {
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
 	}
+	if driverDir != "" {
+		_ = os.RemoveAll(driverDir)
+	}
 }
 
 // requireAgent returns the agent, or skips the test when there is none, unless FFT_E2E=1, when

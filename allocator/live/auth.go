@@ -1,0 +1,122 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// TaskIdentity is who a verified token belongs to: one task of one
+// allocation of a job (the claims of its Nomad workload identity).
+type TaskIdentity struct {
+	Namespace, JobID, AllocID, Task string
+}
+
+// TaskVerifier says which task a token sent with a progress report
+// belongs to, or fails. nomadapi.IdentityVerifier is the live one: it has
+// Nomad check the task's workload identity.
+type TaskVerifier interface {
+	VerifyTask(ctx context.Context, token string) (TaskIdentity, error)
+}
+
+// ErrTokenRefused means the token proves nothing: malformed, forged,
+// expired (its allocation stopped), or Nomad refused it. Any other error
+// from a TaskVerifier means it could not tell (Nomad unreachable): retry.
+var ErrTokenRefused = errors.New("live: token refused")
+
+// WithTaskVerifier makes the progress endpoint accept a report only with
+// a token of one of the job's own tasks (X-Nomad-Token, or Authorization:
+// Bearer), verified by v. Without it every report is taken (the default
+// for clusters without Nomad ACLs, where Nomad verifies no token).
+func WithTaskVerifier(v TaskVerifier) HandlerOption {
+	return func(o *handlerOptions) { o.verifier = v }
+}
+
+// requestToken is the token sent the way Nomad's own API takes it.
+func requestToken(r *http.Request) string {
+	if t := strings.TrimSpace(r.Header.Get("X-Nomad-Token")); t != "" {
+		return t
+	}
+	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return strings.TrimSpace(t)
+	}
+	return ""
+}
+
+// authError is a refused report: its HTTP code and message.
+type authError struct {
+	code int
+	msg  string
+}
+
+// authorize checks that the request's token belongs to a task of job ns/job.
+// It returns the allocation the report comes from ("" without a verifier).
+func (o *handlerOptions) authorize(r *http.Request, ns, job string) (string, *authError) {
+	if o.verifier == nil {
+		return "", nil
+	}
+	token := requestToken(r)
+	if token == "" {
+		return "", &authError{http.StatusUnauthorized, "no token: send the task's workload identity (NOMAD_TOKEN, from the task's identity { env = true } block) as the X-Nomad-Token header"}
+	}
+	id, err := o.verifier.VerifyTask(r.Context(), token)
+	switch {
+	case errors.Is(err, ErrTokenRefused):
+		// The message starts with ErrTokenRefused's text, less the package.
+		return "", &authError{http.StatusForbidden, fmt.Sprintf("%s: send the workload identity of a running task of job %q", strings.TrimPrefix(err.Error(), "live: "), ns+"/"+job)}
+	case err != nil:
+		return "", &authError{http.StatusServiceUnavailable, fmt.Sprintf("verifying the token with Nomad failed, retry: %v", err)}
+	case id.Namespace != ns || id.JobID != job:
+		return "", &authError{http.StatusForbidden, fmt.Sprintf("token of a task of job %q (allocation %s) cannot report for job %q: a job reports only for itself", id.Namespace+"/"+id.JobID, id.AllocID, ns+"/"+job)}
+	}
+	return id.AllocID, nil
+}
+
+// lastReports remembers, per job, the last report this replica took and
+// the allocation it came from, so a report never goes backwards within
+// one allocation. A lower report from a new allocation is the job
+// resuming from its last checkpoint, and is taken.
+type lastReports struct {
+	mu   sync.Mutex
+	jobs map[string]lastReport
+}
+
+type lastReport struct {
+	alloc string
+	done  float64
+}
+
+// check returns why done cannot follow the last report of job id from
+// alloc, or "".
+func (l *lastReports) check(id, alloc string, done float64) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last, ok := l.jobs[id]
+	if ok && alloc != "" && last.alloc == alloc && done < last.done {
+		return fmt.Sprintf("done = %g is below this allocation's last report %g: progress only goes back when a new allocation resumes from a checkpoint", done, last.done)
+	}
+	return ""
+}
+
+func (l *lastReports) record(id, alloc string, done float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.jobs == nil {
+		l.jobs = map[string]lastReport{}
+	}
+	l.jobs[id] = lastReport{alloc, done}
+}
+
+// jobWork is the work of job id as the ledger this replica last loaded
+// holds it (false when it holds none, as on a standby that never led).
+func (s *Service) jobWork(id string) (float64, bool) {
+	l := s.loop.Ledger()
+	if l == nil {
+		return 0, false
+	}
+	rec, ok := l.Jobs[id]
+	return rec.Work, ok && rec.Work > 0
+}

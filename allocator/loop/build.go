@@ -1,0 +1,293 @@
+package loop
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
+	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/report"
+	"github.com/nomad-fft/nomad-fft/fairness"
+)
+
+// maxEstimatedDone caps estimated progress as a fraction of the work: an
+// estimate never finishes a job (only Nomad's allocation status does), so a
+// job that runs slower than declared is not parked as "no work left".
+const maxEstimatedDone = 0.99
+
+// inputs are what a round's build takes besides the snapshot and the
+// ledger: the jobs' reports, the operators' overrides and the loop's
+// options.
+type inputs struct {
+	progress  map[string]float64
+	overrides map[string]Override
+	cfg       allocator.Config
+	weighted  bool
+	shares    *TenantShares
+	rates     *rates
+	// reports are the task drivers' measurements, by job ID (nil: none).
+	reports map[string]report.Report
+}
+
+// problem is a round's input as the engine takes it, plus the bookkeeping
+// the record phase needs.
+type problem struct {
+	instance allocator.Instance
+	// records is the next ledger's job map, before this round's progress.
+	records map[string]JobRecord
+	// noFit maps job ID to why it cannot run in the cluster as it is.
+	noFit map[string]string
+	// weighted is true when the ledger's shares follow fft.weight.
+	weighted bool
+	// snapshot is the round as the policy sees it (policySnapshot).
+	snapshot *policy.Snapshot
+	// overrides are the operators' decisions in force, by job ID; parked
+	// holds the jobs they keep off the GPUs this round.
+	overrides map[string]Override
+	parked    []string
+	// prices are how each job's restarts were priced (measured.go).
+	prices map[string]RestartPrice
+	// tenants are the tenants' shares this round (with TenantShares), and
+	// tenantOf each active job's tenant.
+	tenants  []TenantAudit
+	tenantOf map[string]string
+	// rates are the round's throughputs (profile.go; nil: the declared
+	// ones only), learning the jobs without data run or waiting outside
+	// the policy to be measured, with their gang sizes.
+	rates    *rates
+	learning map[string]int
+}
+
+// buildProblem turns a snapshot and the ledger into the round engine's
+// instance for round t. It is pure. Jobs the ledger has never seen arrive in
+// round t. A job that no model with capacity can run (its throughput names
+// no model present, or every such model has fewer GPUs than it needs) is
+// kept out of the instance and of the fairness ledger, and marked no-fit.
+//
+// progress holds the work done that jobs reported (nil: none); a report
+// replaces the ledger's estimate. With weighted, each job's fairness
+// reference is its fft.weight share of the cluster (fairness.Job.Weight);
+// without, every job has weight 1, the paper's 1/|A(t)|.
+//
+// overrides are the operators' decisions (nil: none): a parked job is kept
+// out of the instance and of the fairness set, its rho frozen until it is
+// resumed; a pinned job may run on its pinned model only.
+//
+// in.rates, when not nil, gives each job's throughputs (profile.go) in
+// place of its declared ones; the GPUs it pins for jobs being measured are
+// taken from the models the policy sees.
+//
+// With shares, each tenant's jobs split the tenant's share of the fairness
+// reference (tenantWeights).
+func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *problem {
+	progress, overrides, cfg, weighted := in.progress, in.overrides, in.cfg, in.weighted
+	rt := in.rates
+	pr := &problem{records: make(map[string]JobRecord, len(snap.Jobs)), noFit: map[string]string{}, weighted: weighted, overrides: overrides,
+		rates: rt, learning: map[string]int{}, prices: map[string]RestartPrice{}}
+	tenants := map[string]string{}
+	capacity := make(map[string]int, len(snap.Models))
+	for _, m := range snap.Models {
+		capacity[m.Name] = m.GPUs - rt.pinnedOn(m.Name)
+	}
+	// The ledger entries that were active last round, for Reconcile.
+	fs := fairness.State{Round: t, Jobs: map[string]fairness.JobState{}}
+	var active []fairness.Job
+	var jobs []allocator.Job
+	models := append([]allocator.Model(nil), snap.Models...)
+	known := make(map[string]bool, len(models))
+	for k := range models {
+		known[models[k].Name] = true
+		models[k].GPUs = capacity[models[k].Name]
+	}
+	for k := range snap.Jobs {
+		j := &snap.Jobs[k]
+		rec, seen := prev[j.ID]
+		if !seen {
+			rec = JobRecord{JobState: fairness.JobState{Arrival: t, Work: j.Spec.Work}, Status: StatusWaiting}
+		}
+		if done, ok := progress[j.ID]; ok && done >= 0 && !math.IsInf(done, 0) {
+			rec.Done = done
+		}
+		rec.User = j.Spec.User
+		o, hasOverride := overrides[j.ID]
+		parkedNow := hasOverride && o.Action == OverridePark
+		// A job resumed after an operator's park comes back with the rho
+		// it had when parked.
+		if seen && rec.Tau > 0 && (rec.Status == StatusWaiting || rec.Status == StatusRunning || (rec.Status == StatusParked && !parkedNow)) {
+			fs.Jobs[j.ID] = rec.JobState
+		}
+		if j.Finished {
+			rec.Status = StatusFinished
+			if j.Failed {
+				rec.Status = StatusFailed
+			}
+			pr.records[j.ID] = rec
+			continue
+		}
+		if parkedNow {
+			rec.Status = StatusParked
+			pr.records[j.ID] = rec
+			pr.parked = append(pr.parked, j.ID)
+			continue
+		}
+		if held, why := rt.outside(j.ID); held {
+			// No data yet: run outside the policy to be measured, or
+			// held (profile.go).
+			if why != "" {
+				rec.Status = StatusNoFit
+				pr.noFit[j.ID] = why
+			} else {
+				pr.learning[j.ID] = j.Spec.GPUs
+			}
+			pr.records[j.ID] = rec
+			continue
+		}
+		tp := rt.throughputs(j)
+		if hasOverride && o.Action == OverridePin {
+			var why string
+			if tp, why = pin(tp, o); why != "" {
+				rec.Status = StatusNoFit
+				pr.records[j.ID] = rec
+				pr.noFit[j.ID] = why
+				continue
+			}
+		}
+		fits := false
+		for name, theta := range tp {
+			if y, ok := capacity[name]; ok {
+				fits = fits || allocator.Fits(&allocator.Model{Name: name, GPUs: y}, j.Spec.GPUs, 0, theta)
+			} else {
+				delete(tp, name)
+			}
+		}
+		if !fits {
+			rec.Status = StatusNoFit
+			pr.records[j.ID] = rec
+			pr.noFit[j.ID] = noFitReason(j, snap.Models, len(tp) > 0)
+			continue
+		}
+		if rec.Status != StatusRunning {
+			rec.Status = StatusWaiting
+		}
+		pr.records[j.ID] = rec
+		fj := fairness.Job{ID: j.ID, Arrival: rec.Arrival, Work: j.Spec.Work, GPUs: j.Spec.GPUs, Throughput: tp}
+		if weighted {
+			fj.Weight = j.Spec.Weight
+		}
+		if in.shares != nil {
+			tenants[j.ID] = in.shares.tenantOf(j)
+		}
+		active = append(active, fj)
+		last := rec.LastModel
+		if last != "" && !known[last] {
+			// The model left the cluster; keep it at 0 GPUs so the
+			// switching penalty still prices a move away from it.
+			models = append(models, allocator.Model{Name: last})
+			known[last] = true
+		}
+		jobs = append(jobs, allocator.Job{
+			ID: j.ID, Arrival: rec.Arrival, GPUs: j.Spec.GPUs, Work: j.Spec.Work,
+			Done:       math.Min(rec.Done, j.Spec.Work*maxEstimatedDone),
+			Throughput: tp, StateGB: j.Spec.StateGB, LastModel: last,
+			// Chosen last round and still holding an allocation: a park
+			// now stops it (priced with Config.PricePreemption).
+			Running: last != "" && rec.Status == StatusRunning && len(j.Allocs) > 0,
+		})
+		pr.prices[j.ID] = measure(&jobs[len(jobs)-1], in.reports[j.ID], cfg)
+	}
+	if in.shares != nil {
+		pr.tenants, pr.tenantOf = in.shares.weigh(active, tenants), tenants
+	}
+	for _, id := range fs.Reconcile(active, capacity) {
+		rec := pr.records[id]
+		rec.Status = StatusNoFit
+		pr.records[id] = rec
+		pr.noFit[id] = "fair rate is 0: no model with capacity runs it"
+	}
+	kept := jobs[:0]
+	for _, j := range jobs {
+		if _, bad := pr.noFit[j.ID]; !bad {
+			kept = append(kept, j)
+		}
+	}
+	for id, st := range fs.Jobs {
+		rec := pr.records[id]
+		rec.JobState = st
+		pr.records[id] = rec
+	}
+	sort.Slice(models, func(a, b int) bool { return models[a].Name < models[b].Name })
+	pr.instance = allocator.Instance{Round: t, Models: models, Jobs: kept, Fairness: fs, Config: cfg}
+	return pr
+}
+
+// policySnapshot is the round as a policy sees it: the engine's instance
+// (FFT decides on it) and, for the baselines, each job's rate per second,
+// arrival and attained service, on the fairness clock (seconds are clock
+// rounds times R, so a policy's notion of time is the ledger's, live or
+// simulated). Jobs are sorted by arrival, then ID.
+func (pr *problem) policySnapshot(clock, roundSeconds float64) *policy.Snapshot {
+	in := &pr.instance
+	s := &policy.Snapshot{Round: in.Round, Now: clock * roundSeconds, RoundSeconds: roundSeconds, Models: in.Models, Instance: in,
+		Jobs: make([]policy.Job, len(in.Jobs))}
+	for k := range in.Jobs {
+		j := &in.Jobs[k]
+		rec := pr.records[j.ID]
+		rate := make(map[string]float64, len(j.Throughput))
+		for m, th := range j.Throughput {
+			rate[m] = th / roundSeconds
+		}
+		running := ""
+		if j.Running {
+			running = j.LastModel
+		}
+		s.Jobs[k] = policy.Job{
+			ID: j.ID, ArrivalSeconds: float64(j.Arrival) * roundSeconds, ArrivalRound: j.Arrival, GPUs: j.GPUs,
+			Work: j.Work, Done: j.Done, RatePerSecond: rate, MemoryGB: j.MemoryGB, StateGB: j.StateGB,
+			Running: running, LastModel: j.LastModel, AttainedGPUSeconds: rec.AttainedGPUSeconds,
+		}
+	}
+	sort.SliceStable(s.Jobs, func(a, b int) bool {
+		if s.Jobs[a].ArrivalSeconds != s.Jobs[b].ArrivalSeconds {
+			return s.Jobs[a].ArrivalSeconds < s.Jobs[b].ArrivalSeconds
+		}
+		return s.Jobs[a].ID < s.Jobs[b].ID
+	})
+	return s
+}
+
+// noFitReason says, naming the key, why no model in the cluster can run the
+// job: its fft.throughput names none of the cluster's models, or each model
+// it names has fewer healthy GPUs than its device count.
+func noFitReason(j *Job, models []allocator.Model, named bool) string {
+	var have []string
+	for _, m := range models {
+		have = append(have, fmt.Sprintf("%s (%d GPUs)", m.Name, m.GPUs))
+	}
+	cluster := "the cluster has " + strings.Join(have, ", ")
+	if len(have) == 0 {
+		cluster = "the cluster has no healthy GPUs on ready, eligible nodes"
+	}
+	if j.Spec.LearnThroughput {
+		return fmt.Sprintf("%s = %d: more GPUs than any model of the cluster has free of jobs being measured; %s", jobmeta.KeyGPUs, j.Spec.GPUs, cluster)
+	}
+	if !named {
+		return fmt.Sprintf("%s = %q names no GPU model of the cluster; %s", jobmeta.KeyThroughput, jobmeta.FormatThroughput(j.Spec.Throughput), cluster)
+	}
+	return fmt.Sprintf("%s = %d: more GPUs than any model named in %s has; %s", jobmeta.KeyGPUs, j.Spec.GPUs, jobmeta.KeyThroughput, cluster)
+}
+
+// digest is a SHA-256 of the instance's JSON (maps are written sorted).
+func digest(in *allocator.Instance) string {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return "unavailable: " + err.Error()
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

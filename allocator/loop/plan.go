@@ -1,0 +1,95 @@
+package loop
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Action is what a round does to one job.
+type Action string
+
+// Actions of a plan.
+const (
+	// ActionStart moves the job into the GPU node pool, lifts the gate and
+	// steers the job to Model.
+	ActionStart Action = "start"
+	// ActionMigrate steers a job that runs on another model to Model: a
+	// destructive update, so Nomad restarts it there.
+	ActionMigrate Action = "migrate"
+	// ActionPark puts the gate back and stops the job's allocations; the
+	// gate blocks their reschedule.
+	ActionPark Action = "park"
+	// ActionKeep changes nothing: the cluster already matches the decision.
+	ActionKeep Action = "keep"
+)
+
+// Change is one job's entry in a plan.
+type Change struct {
+	Job    *Job
+	Action Action
+	// Model is the model to run on (start, migrate, keep of a running job).
+	Model string
+}
+
+// Plan is the difference between the cluster and a round's decision, as
+// named sets. Each set is sorted by job ID.
+type Plan struct {
+	Start, Migrate, Park, Keep []Change
+}
+
+// GoString prints the counts, for logs.
+func (p *Plan) GoString() string {
+	return fmt.Sprintf("(start %d) (migrate %d) (park %d) (keep %d)", len(p.Start), len(p.Migrate), len(p.Park), len(p.Keep))
+}
+
+// Changes returns every change that needs a write, in apply order: parks
+// first, so GPUs are free before starts and migrations ask for them.
+func (p *Plan) Changes() []Change {
+	out := make([]Change, 0, len(p.Park)+len(p.Start)+len(p.Migrate))
+	out = append(out, p.Park...)
+	out = append(out, p.Migrate...)
+	return append(out, p.Start...)
+}
+
+// ActionOf returns the action planned for job id (ActionKeep if absent).
+func (p *Plan) ActionOf(id string) Action {
+	for _, set := range [][]Change{p.Start, p.Migrate, p.Park} {
+		for _, c := range set {
+			if c.Job.ID == id {
+				return c.Action
+			}
+		}
+	}
+	return ActionKeep
+}
+
+// Diff compares the jobs as observed with the assignment (job ID to model)
+// and returns what to change. Finished jobs are never touched, and a held
+// job (gated or outside the GPU pool) that the round leaves out and that has
+// no allocation is kept as it is: holding it costs no write. It is pure.
+func Diff(jobs []Job, assignment map[string]string) *Plan {
+	p := &Plan{}
+	for k := range jobs {
+		j := &jobs[k]
+		if j.Finished {
+			continue
+		}
+		model, run := assignment[j.ID]
+		switch {
+		case run && !j.Held() && j.Model == model && (len(j.Allocs) == 0 || j.RunningModel == "" || j.RunningModel == model):
+			p.Keep = append(p.Keep, Change{Job: j, Action: ActionKeep, Model: model})
+		case run && len(j.Allocs) > 0 && j.RunningModel != "" && j.RunningModel != model:
+			p.Migrate = append(p.Migrate, Change{Job: j, Action: ActionMigrate, Model: model})
+		case run:
+			p.Start = append(p.Start, Change{Job: j, Action: ActionStart, Model: model})
+		case j.Held() && len(j.Allocs) == 0:
+			p.Keep = append(p.Keep, Change{Job: j, Action: ActionKeep})
+		default:
+			p.Park = append(p.Park, Change{Job: j, Action: ActionPark})
+		}
+	}
+	for _, set := range [][]Change{p.Start, p.Migrate, p.Park, p.Keep} {
+		sort.Slice(set, func(a, b int) bool { return set[a].Job.ID < set[b].Job.ID })
+	}
+	return p
+}

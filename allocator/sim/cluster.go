@@ -1,0 +1,212 @@
+package sim
+
+import (
+	"context"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/workload"
+)
+
+// Namespace is the Nomad namespace the simulated jobs live in. A job's
+// loop ID is its workload ID as it is, so policies, traces and the log
+// name jobs alike.
+const Namespace = "sim"
+
+// Epoch is the wall time the virtual clock starts at (the loop records
+// times; any fixed instant keeps runs deterministic).
+var Epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Cluster is the simulated cluster the round loop observes and applies
+// plans to, in place of Nomad: jobs of a workload on GPU models, a virtual
+// clock, true progress (reported to the loop as a training task reports
+// it) and restarts charged. Its state machine is Nomad's as the loop sees
+// it: a held job has no allocation; a start or migration places one on the
+// chosen model at once; a park stops it; a job whose work is done finishes.
+type Cluster struct {
+	models  []allocator.Model
+	roundS  float64
+	restart float64
+	// learn hides the rates from the loop (Config.Learn, learn.go).
+	learn  bool
+	now    float64
+	lg     *Log
+	active []*simJob
+	byID   map[string]*simJob
+	// finished are jobs that completed in the last round: observed once as
+	// finished, then gone, as Nomad's garbage collection would.
+	finished []*simJob
+	tenantOf func(workload.JobSpec) string
+}
+
+// simJob is one job in the cluster.
+type simJob struct {
+	idx  int
+	spec *workload.JobSpec
+	job  loop.Job
+	done float64
+	// running is the model the job holds GPUs on now ("" if none), last
+	// the model it last ran on; penalty is the restart to charge when the
+	// next round runs it.
+	running, last string
+	penalty       float64
+}
+
+var (
+	_ loop.Observer = (*Cluster)(nil)
+	_ loop.Applier  = (*Cluster)(nil)
+)
+
+func newCluster(cfg Config, roundSeconds float64, lg *Log) *Cluster {
+	c := &Cluster{roundS: roundSeconds, restart: cfg.RestartSeconds, learn: cfg.Learn, lg: lg, byID: map[string]*simJob{}, tenantOf: cfg.TenantOf}
+	c.models = append(c.models, cfg.Cluster...)
+	sort.Slice(c.models, func(a, b int) bool { return c.models[a].Name < c.models[b].Name })
+	return c
+}
+
+// admit adds a job of the workload, held, as a submitted job waits for a
+// round to select it. Its throughputs are per round of the loop's length.
+func (c *Cluster) admit(idx int, spec *workload.JobSpec) {
+	tp := make(map[string]float64, len(spec.Rate))
+	for m, r := range spec.Rate {
+		if r > 0 {
+			tp[m] = r * c.roundS
+		}
+	}
+	js := &jobmeta.Spec{Work: spec.Work, WorkUnit: "steps", Throughput: tp, Weight: 1, GPUs: spec.GPUs}
+	if c.learn {
+		js.Throughput, js.LearnThroughput, js.Family = nil, true, Family(spec.Type)
+	}
+	if c.tenantOf != nil {
+		js.User = c.tenantOf(*spec)
+	}
+	j := &simJob{idx: idx, spec: spec, job: loop.Job{ID: spec.ID, Namespace: Namespace, Name: spec.ID, Gated: true, Spec: js}}
+	c.active = append(c.active, j)
+	c.byID[j.job.ID] = j
+}
+
+// fits reports whether any model of the cluster can run the job.
+func (c *Cluster) fits(spec *workload.JobSpec) bool {
+	if c.learn && !c.runsEverywhere(spec) {
+		return false
+	}
+	for i := range c.models {
+		if allocator.Fits(&c.models[i], spec.GPUs, 0, spec.Rate[c.models[i].Name]) {
+			return true
+		}
+	}
+	return false
+}
+
+// Observe returns the models and the jobs, the ones that finished in the
+// last round included (once).
+func (c *Cluster) Observe(context.Context) (*loop.Snapshot, error) {
+	s := &loop.Snapshot{Models: c.models, Jobs: make([]loop.Job, 0, len(c.active)+len(c.finished))}
+	for _, j := range c.finished {
+		f := j.job
+		f.Finished, f.Allocs, f.RunningModel = true, nil, ""
+		s.Jobs = append(s.Jobs, f)
+	}
+	c.finished = c.finished[:0]
+	for _, j := range c.active {
+		s.Jobs = append(s.Jobs, j.job)
+	}
+	sort.Slice(s.Jobs, func(a, b int) bool { return s.Jobs[a].ID < s.Jobs[b].ID })
+	return s, nil
+}
+
+// Progress is the true work done of every job in the cluster: what a
+// training task that reports after every step would say.
+func (c *Cluster) Progress(context.Context) (map[string]float64, error) {
+	out := make(map[string]float64, len(c.active))
+	for _, j := range c.active {
+		out[j.job.ID] = j.done
+	}
+	return out, nil
+}
+
+// Apply carries a plan out at once and logs each change as an event. A
+// job that resumes after a park, or moves to another model, will pay the
+// restart time in the round it runs.
+func (c *Cluster) Apply(_ context.Context, p *loop.Plan) loop.ApplyResult {
+	res := loop.ApplyResult{Applied: map[loop.Action]int{}}
+	round := len(c.lg.Rounds)
+	for _, ch := range p.Changes() {
+		j := c.byID[ch.Job.ID]
+		if j == nil {
+			continue
+		}
+		res.Calls++
+		res.Applied[ch.Action]++
+		switch ch.Action {
+		case loop.ActionPark:
+			if j.running != "" {
+				c.lg.Events = append(c.lg.Events, Event{Time: c.now, Round: round, Kind: EvPreempt, Job: j.idx, Model: j.running})
+			}
+			j.running = ""
+			j.job.Gated, j.job.Allocs, j.job.RunningModel = true, nil, ""
+		case loop.ActionStart, loop.ActionMigrate:
+			kind := EvRun
+			if j.running != "" {
+				kind = EvMigrate
+			}
+			if j.last != "" {
+				// A resume after a park, or a move: the job restarts.
+				j.penalty = c.restart
+			}
+			c.lg.Events = append(c.lg.Events, Event{Time: c.now, Round: round, Kind: kind, Job: j.idx, Model: ch.Model})
+			j.running, j.last = ch.Model, ch.Model
+			j.job.Gated, j.job.OffPool, j.job.Model, j.job.RunningModel = false, false, ch.Model, ch.Model
+			j.job.Allocs = []string{j.spec.ID}
+		}
+	}
+	return res
+}
+
+// run advances the clock by one round: every job holding GPUs progresses at
+// its rate after any restart it pays, and a job whose work is done
+// finishes within the round. It returns the GPU-seconds used.
+func (c *Cluster) run() (busy float64) {
+	R := c.roundS
+	round := len(c.lg.Rounds)
+	kept := c.active[:0]
+	for _, j := range c.active {
+		if j.running == "" {
+			kept = append(kept, j)
+			continue
+		}
+		penalty := math.Min(j.penalty, R)
+		j.penalty = 0
+		rate := j.spec.Rate[j.running]
+		used, work := R, rate*(R-penalty)
+		if left := j.spec.Work - j.done; work >= left {
+			work, used = left, penalty+left/rate
+		}
+		j.done += work
+		busy += float64(j.spec.GPUs) * used
+		if j.done >= j.spec.Work {
+			c.lg.Events = append(c.lg.Events, Event{Time: c.now + used, Round: round, Kind: EvFinish, Job: j.idx, Model: j.running})
+			delete(c.byID, j.job.ID)
+			c.finished = append(c.finished, j)
+			continue
+		}
+		kept = append(kept, j)
+	}
+	clear(c.active[len(kept):])
+	c.active = kept
+	c.now += R
+	return busy
+}
+
+// capacity is the cluster's GPUs.
+func (c *Cluster) capacity() int {
+	n := 0
+	for _, m := range c.models {
+		n += m.GPUs
+	}
+	return n
+}

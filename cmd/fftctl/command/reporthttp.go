@@ -1,0 +1,54 @@
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// reportHTTP sends done for job id ("namespace/job") to the allocator's
+// progress endpoint at addr, with token (the task's workload identity) as
+// X-Nomad-Token when it is set. A refusal returns the allocator's message.
+func reportHTTP(ctx context.Context, addr, id, token string, done float64) error {
+	ns, job, _ := strings.Cut(id, "/")
+	base := strings.TrimRight(addr, "/")
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	u := base + "/v1/progress/" + url.PathEscape(ns) + "/" + url.PathEscape(job)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, strings.NewReader(strconv.FormatFloat(done, 'g', -1, 64)))
+	if err != nil {
+		return fmt.Errorf("-allocator-addr = %q: %w", addr, err)
+	}
+	if token != "" {
+		req.Header.Set("X-Nomad-Token", token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode == http.StatusOK {
+		return nil
+	}
+	var e struct {
+		Error string `json:"error"`
+	}
+	msg := strings.TrimSpace(string(body))
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		msg = e.Error
+	}
+	if resp.StatusCode == http.StatusUnauthorized && token == "" {
+		msg += " (NOMAD_TOKEN is not set: give the task an identity { env = true } block)"
+	}
+	return fmt.Errorf("HTTP %d: %s", resp.StatusCode, msg)
+}

@@ -1,0 +1,128 @@
+package command
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/sim/metrics"
+)
+
+// simulate runs `fftctl simulate args` and returns the exit code and
+// stdout and stderr.
+func simulate(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := RunWith(append([]string{"simulate"}, args...), nil, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestSimulate(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errb := simulate("-policies", "fifo,gavel-las", "-jobs", "30", "-rates", "1,2", "-seeds", "0,1",
+		"-cluster", "v100=8,p100=8,k80=8", "-out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, errb)
+	}
+	for _, want := range []string{"Rate 1 jobs/hour, seeds 0,1:", "Rate 2 jobs/hour", "fifo", "gavel-las", "JCT h", "FTF/1st"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if len(line) > 100 {
+			t.Errorf("table line over 100 columns: %q", line)
+		}
+	}
+	if !strings.Contains(errb, "gavel-las rate 2 seed 1: done") {
+		t.Errorf("no progress on stderr:\n%s", errb)
+	}
+	for _, f := range []string{
+		"jobs-fifo-r1-s0.csv", "summary-gavel-las-r2-s1.json", "workload-r1-s0.csv",
+		"jct-cdf-r2-s1.png", "jct-cdf-r2-s1.svg", "ftf-cdf-r1-s0.png", "utilisation-r1-s1.svg",
+	} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("output %s missing or empty: %v", f, err)
+		}
+	}
+	// The written workload replays to the same FIFO result.
+	code, out2, errb := simulate("-policies", "fifo", "-trace", filepath.Join(dir, "workload-r1-s0.csv"), "-cluster", "v100=8,p100=8,k80=8",
+		"-out", t.TempDir(), "-plots=false", "-json", "-quiet", "-reference", "none")
+	if code != 0 {
+		t.Fatalf("replay: exit %d; stderr:\n%s", code, errb)
+	}
+	var orig, replay struct {
+		Measured int          `json:"measured"`
+		JCT      metrics.Stat `json:"jct_s"`
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "summary-fifo-r1-s0.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &orig); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(out2), &replay); err != nil {
+		t.Fatalf("replay JSON: %v\n%s", err, out2)
+	}
+	if replay.Measured != 30 || math.Abs(replay.JCT.Mean-orig.JCT.Mean) > 1e-6*orig.JCT.Mean {
+		t.Errorf("replay: %d jobs, mean JCT %v; original %d, %v", replay.Measured, replay.JCT.Mean, orig.Measured, orig.JCT.Mean)
+	}
+}
+
+func TestSimulateUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"help", []string{"-h"}, 0, "Simulate Options:"},
+		{"list", []string{"-list"}, 0, policy.DefaultName + " (default)"},
+		{"unknown flag", []string{"-nope"}, 1, "-nope"},
+		{"unknown policy", []string{"-policies", "nope"}, 1, `-policies: unknown policy "nope"`},
+		{"bad cluster", []string{"-cluster", "v100"}, 1, "not model=gpus"},
+		{"bad rate", []string{"-rates", "-1"}, 1, "-rates"},
+		{"endless without window", []string{"-jobs", "0"}, 1, "needs -window"},
+		{"bad window", []string{"-window", "5:1"}, 1, "-window"},
+		{"bad stream", []string{"-rng", "python"}, 1, `-rng: unknown random stream "python"`},
+		{"bad reference", []string{"-reference", "nope"}, 1, `-reference: unknown policy "nope"`},
+		{"stray argument", []string{"extra"}, 1, "takes no arguments"},
+		{"missing trace", []string{"-trace", "/nonexistent/x.trace", "-quiet"}, 1, "loading trace"},
+		{"bad trace", []string{"-trace", "../../../allocator/workload/testdata/gavel_msr_small.trace", "-cluster", "v100=36,p100=36,k80=36", "-quiet"}, 1, `field "scale_factor" = "16"`},
+	} {
+		code, out, errb := simulate(append(tc.args, "-out", t.TempDir())...)
+		if code != tc.code || !strings.Contains(out+errb, tc.want) {
+			t.Errorf("%s: exit %d, want %d with %q; output:\n%s%s", tc.name, code, tc.code, tc.want, out, errb)
+		}
+	}
+}
+
+// -list prints every policy with its description, and (default) on the
+// allocator's only.
+func TestSimulateList(t *testing.T) {
+	code, out, errb := simulate("-list")
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, errb)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != len(policy.Names()) {
+		t.Fatalf("%d lines for %d policies:\n%s", len(lines), len(policy.Names()), out)
+	}
+	for k, name := range policy.Names() {
+		want := name
+		if name == policy.DefaultName {
+			want += " (default)"
+		}
+		if got := lines[k]; !strings.HasPrefix(got, want+"  ") || !strings.HasSuffix(got, policy.Describe(name)) {
+			t.Errorf("line %d = %q, want %q then its description", k, got, want)
+		}
+	}
+	if n := strings.Count(out, "(default)"); n != 1 {
+		t.Errorf("(default) %d times, want once", n)
+	}
+}

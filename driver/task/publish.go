@@ -1,0 +1,57 @@
+package task
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nomad-fft/nomad-fft/allocator/report"
+)
+
+// publisher sends a job's report to the allocator.
+type publisher interface {
+	Publish(ctx context.Context, namespace, job string, r report.Report) error
+}
+
+// httpPublisher PUTs reports to the fft-allocator's progress endpoint.
+type httpPublisher struct {
+	address, token string
+	client         *http.Client
+}
+
+func newHTTPPublisher(address, token string) *httpPublisher {
+	return &httpPublisher{address: address, token: token, client: &http.Client{Timeout: 10 * time.Second}}
+}
+
+// Publish sends PUT /v1/progress/<namespace>/<job> with the report as JSON.
+func (p *httpPublisher) Publish(ctx context.Context, namespace, job string, r report.Report) error {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encoding the report: %w", err)
+	}
+	u := p.address + "/v1/progress/" + url.PathEscape(namespace) + "/" + url.PathEscape(job)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("reporting progress to %q: %w", u, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.token)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("reporting progress to %q: %w", u, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("reporting progress to %q: %s: %s", u, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package allocator
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nomad-fft/nomad-fft/e2e/agents/nomad/internal/testenv"
+)
+
+// equivJob is one job of the equivalence workload: it arrives before round Round, on 2 GPUs,
+// with W work units and the throughputs per 300 s round on each model.
+type equivJob struct {
+	Name       string
+	Round      int
+	Work       float64
+	A100, V100 float64
+}
+
+// The simulator runs the allocator's own round loop: the same small workload through
+// `fftctl simulate` and through fft-allocator against real Nomad and Consul agents (fake GPUs,
+// tasks that report their progress) starts, migrates and parks the same jobs on the same
+// models in the same rounds. Rounds are run one at a time (fft-allocator -once, each after
+// the cluster settled), so the comparison is of decisions, not of timing: what it compares is
+// every job's action and model in each of the first four rounds, and rho, which both must
+// derive from the same ledger. Real timing only enters through finishes, so no job finishes
+// within them (works are long); arrivals do (one job joins before each of rounds 0-2), and
+// they make the loop start, migrate and park.
+func TestSimulatorMatchesLiveRounds(t *testing.T) {
+	const rounds, roundSeconds = 4, 300
+	jobs := []equivJob{
+		{"mover", 0, 1000, 4, 3},  // starts on the A100 alone
+		{"picky", 1, 400, 4, 0.5}, // crawls on the V100: mover moves there, picky takes the A100
+		{"wide", 2, 500, 2, 2},    // as fast on both: the V100 goes to it, mover is parked
+	}
+	st := startStack(t, []testenv.FakeGPUClient{
+		{Name: "v100", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
+		{Name: "a100", Model: modelA100, Count: 2},
+	})
+	want := simulate(t, st.root, jobs, rounds, roundSeconds)
+
+	c, cs := st.Cluster, st.consul
+	jobspec := trainJobspec(t)
+	fftctl := testenv.MainBinary(t, "fftctl")
+	next := 0
+	got := make([]map[string]string, rounds)
+	for r := 0; r < rounds; r++ {
+		for ; next < len(jobs) && jobs[next].Round <= r; next++ {
+			j := jobs[next]
+			register(t, c.API, parseJob(t, c.API, jobspec, j.Name, fmt.Sprintf(`work = %q
+seconds = 600
+gpu_count = 2
+fftctl = %q
+consul_addr = %q
+throughput = "%s=%g,%s=%g"`, fmt.Sprint(j.Work), fftctl, st.consul.HTTP, modelA100, j.A100, modelV100, j.V100)))
+		}
+		out, err := exec.Command(st.bin, st.args("-once", "-round", fmt.Sprintf("%ds", roundSeconds), "-http-addr", "", "-log-level", "debug")...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("fft-allocator -once, round %d: %v\n%s", r, err, out)
+		}
+		var rec roundRec
+		readKV(t, cs, fmt.Sprintf("%s/rounds/%012d", prefix, r), &rec)
+		got[r] = actions(rec.Jobs, "default/")
+		settle(t, c, rec)
+	}
+	for r := 0; r < rounds; r++ {
+		if fmt.Sprint(want[r]) != fmt.Sprint(got[r]) {
+			t.Errorf("round %d:\n simulator: %v\n live:      %v", r, want[r], got[r])
+		}
+	}
+	t.Logf("rounds compared: %v", got)
+}
+
+// simulate runs the workload through `fftctl simulate` with the live allocator's settings
+// (300 s rounds, the 30 s restart it prices by default) and returns each round's actions from
+// the loop's own round records.
+func simulate(t *testing.T, dir string, jobs []equivJob, rounds, roundSeconds int) []map[string]string {
+	t.Helper()
+	trace := filepath.Join(dir, "equivalence.csv")
+	var b strings.Builder
+	fmt.Fprintf(&b, "id,job_type,arrival_s,gpus,work,rate:%s,rate:%s\n", modelA100, modelV100)
+	for _, j := range jobs {
+		fmt.Fprintf(&b, "%s,custom,%d,2,%g,%g,%g\n", j.Name, j.Round*roundSeconds, j.Work, j.A100/float64(roundSeconds), j.V100/float64(roundSeconds))
+	}
+	if err := os.WriteFile(trace, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outDir := filepath.Join(dir, "sim-out")
+	cmd := exec.Command(testenv.MainBinary(t, "fftctl"), "simulate", "-trace", trace, "-policies", "fft",
+		"-cluster", fmt.Sprintf("%s=2,%s=2", modelV100, modelA100), "-round-seconds", fmt.Sprint(roundSeconds), "-restart-seconds", "30",
+		"-max-rounds", fmt.Sprint(rounds), "-records", "-plots=false", "-out", outDir, "-quiet")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("fftctl simulate: %v\n%s", err, out)
+	}
+	// A trace run is named rate 0, seed 0.
+	f, err := os.Open(filepath.Join(outDir, "records-fft-r0-s0.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var rec roundRec
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("record %d: %v", len(out), err)
+		}
+		out = append(out, actions(rec.Jobs, ""))
+	}
+	if len(out) < rounds {
+		t.Fatalf("the simulation recorded %d rounds, want %d", len(out), rounds)
+	}
+	return out[:rounds]
+}
+
+// actions maps job name to "action model rho_after" for one round.
+func actions(lines []roundLine, ns string) map[string]string {
+	out := map[string]string{}
+	for _, l := range lines {
+		out[strings.TrimPrefix(l.ID, ns)] = fmt.Sprintf("%s %q %.6g", l.Action, l.Model, l.RhoAfter)
+	}
+	return out
+}
+
+// settle waits until the cluster is as the round left it: every job it started or moved
+// runs on a client, every job it parked has no running allocation.
+func settle(t *testing.T, c *testenv.Cluster, rec roundRec) {
+	t.Helper()
+	node := map[string]string{modelV100: c.NodeIDs["v100"], modelA100: c.NodeIDs["a100"]}
+	for _, l := range rec.Jobs {
+		id := strings.TrimPrefix(l.ID, "default/")
+		testenv.Eventually(t, 90*time.Second, 250*time.Millisecond, fmt.Sprintf("%s settles after %s", id, l.Action), func() error {
+			running, onModel := 0, 0
+			for _, s := range allocsOf(t, c.API, id) {
+				if s.ClientStatus == "running" && s.DesiredStatus == "run" {
+					running++
+					if s.NodeID == node[l.Model] {
+						onModel++
+					}
+				}
+			}
+			switch {
+			case l.Model != "" && (running != 1 || onModel != 1):
+				return fmt.Errorf("%d running allocations, %d of them on the %s client; want 1 there", running, onModel, l.Model)
+			case l.Model == "" && running != 0:
+				return fmt.Errorf("%d running allocations, want none", running)
+			}
+			return nil
+		})
+	}
+}

@@ -1,0 +1,45 @@
+package testenv
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// DriverBinary is the task driver's executable file name (its plugin block label).
+const DriverBinary = "nomad-driver-fft"
+
+var (
+	driverDirOnce sync.Once
+	driverDir     string
+	driverDirErr  error
+)
+
+// DriverPluginDir returns a folder holding the device plugin and the task driver, built once
+// per test binary; CleanupPluginDir removes it.
+func DriverPluginDir(t testing.TB) string {
+	t.Helper()
+	device := filepath.Join(PluginDir(t), PluginName)
+	driver := MainBinary(t, DriverBinary)
+	driverDirOnce.Do(func() {
+		driverDir, driverDirErr = os.MkdirTemp("", "fft-driver-plugin-dir-")
+		for _, bin := range []string{device, driver} {
+			if driverDirErr == nil {
+				driverDirErr = copyExecutable(bin, filepath.Join(driverDir, filepath.Base(bin)))
+			}
+		}
+	})
+	if driverDirErr != nil {
+		t.Fatalf("preparing the driver's plugin dir: %v", driverDirErr)
+	}
+	return driverDir
+}
+
+func copyExecutable(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o755)
+}

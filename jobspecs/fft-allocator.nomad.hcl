@@ -1,0 +1,213 @@
+# fft-allocator: the FFT allocator service as a Nomad job. Two replicas on distinct hosts; one
+# leads (a Consul lock) and runs the rounds, the other takes over within -leader-ttl when the
+# leader's allocation dies, while Nomad restarts or reschedules the dead one. Each replica
+# registers the Consul service "fft-allocator" with an HTTP check on /v1/health.
+#
+# Tokens come from Nomad Variables, never from the jobspec: put them at the job's own path,
+# which only this job's tasks can read (workload identity), before running the job:
+#
+#   nomad var put nomad/jobs/fft-allocator nomad_token=<secret ID> consul_token=<secret ID>
+#   nomad job run -var version=0.1.0 jobspecs/fft-allocator.nomad.hcl
+#
+# The Nomad token needs to read nodes and to read and submit the managed jobs in every
+# namespace; the Consul token to write keys under consul_prefix, sessions and the service.
+# On a cluster without ACLs store empty values: the template waits until the variable exists.
+#
+# The binary is `command` on every client (go install, or unzipped from a release), or, with
+# artifact_url set, the release archive (make release) each client downloads from there:
+#
+#   nomad job run -var artifact_url=https://releases.example.com/nomad-fft -var version=0.1.0 \
+#     jobspecs/fft-allocator.nomad.hcl
+
+variable "version" {
+  type        = string
+  description = "Release to run: the archive fft-allocator_<version>_linux_<arch>.zip."
+  default     = "0.1.0"
+}
+
+variable "artifact_url" {
+  type        = string
+  description = "Where the release archives are, a go-getter source prefix; \"\" runs `command` instead."
+  default     = ""
+}
+
+variable "command" {
+  type        = string
+  description = "The fft-allocator binary on every client, when artifact_url is \"\"."
+  default     = "/usr/local/bin/fft-allocator"
+}
+
+variable "driver" {
+  type        = string
+  description = "Task driver: exec (isolated, the default) or raw_exec (dev clusters)."
+  default     = "exec"
+}
+
+variable "datacenters" {
+  type        = list(string)
+  description = "Datacenters the replicas may run in."
+  default     = ["*"]
+}
+
+variable "node_pool" {
+  type        = string
+  description = "Node pool of the replicas: not the GPU clients' pool, so they never take a GPU node's place."
+  default     = "default"
+}
+
+variable "count" {
+  type        = number
+  description = "Replicas; one leads, the rest stand by."
+  default     = 2
+}
+
+variable "round" {
+  type        = string
+  description = "Round length R (fft-allocator -round)."
+  default     = "300s"
+}
+
+variable "gpu_node_pool" {
+  type        = string
+  description = "Node pool of the GPU clients (fft-allocator -node-pool)."
+  default     = "gpu"
+}
+
+variable "consul_prefix" {
+  type        = string
+  description = "Consul KV prefix of the ledger, the audit log and the leader lock."
+  default     = "nomad-fft/v1"
+}
+
+variable "nomad_addr" {
+  type        = string
+  description = "Nomad's HTTP API as a task reaches it: the client's agent."
+  default     = "http://127.0.0.1:4646"
+}
+
+variable "consul_addr" {
+  type        = string
+  description = "Consul's HTTP API as a task reaches it: the client's agent."
+  default     = "127.0.0.1:8500"
+}
+
+variable "extra_args" {
+  type        = list(string)
+  description = "More fft-allocator flags, such as [\"-min-round-gap\", \"10s\"]."
+  default     = []
+}
+
+job "fft-allocator" {
+  type        = "service"
+  datacenters = var.datacenters
+  node_pool   = var.node_pool
+
+  group "allocator" {
+    count = var.count
+
+    # Two replicas on one host would fail together.
+    constraint {
+      operator = "distinct_hosts"
+      value    = "true"
+    }
+
+    # One replica at a time, healthy by its Consul check before the next; a bad version rolls
+    # back on its own.
+    update {
+      max_parallel      = 1
+      health_check      = "checks"
+      min_healthy_time  = "10s"
+      healthy_deadline  = "3m"
+      progress_deadline = "10m"
+      auto_revert       = true
+    }
+
+    # A crashed replica restarts in place a few times, then Nomad reschedules it elsewhere.
+    restart {
+      attempts = 3
+      interval = "5m"
+      delay    = "15s"
+      mode     = "fail"
+    }
+
+    reschedule {
+      delay          = "30s"
+      delay_function = "exponential"
+      max_delay      = "5m"
+      unlimited      = true
+    }
+
+    network {
+      port "http" {}
+    }
+
+    service {
+      name     = "fft-allocator"
+      provider = "consul"
+      port     = "http"
+      tags     = ["nomad-fft", "metrics"]
+      meta {
+        metrics_path = "/v1/metrics"
+      }
+
+      check {
+        name     = "fft-allocator health"
+        type     = "http"
+        path     = "/v1/health"
+        interval = "10s"
+        timeout  = "2s"
+      }
+    }
+
+    task "fft-allocator" {
+      driver = var.driver
+
+      dynamic "artifact" {
+        for_each = var.artifact_url == "" ? [] : [var.artifact_url]
+        content {
+          source      = "${artifact.value}/fft-allocator_${var.version}_${attr.kernel.name}_${attr.cpu.arch}.zip"
+          destination = "local/"
+        }
+      }
+
+      config {
+        command = var.artifact_url == "" ? var.command : "local/fft-allocator"
+        args = concat([
+          "-http-addr", "${NOMAD_ADDR_http}",
+          "-id", "${NOMAD_ALLOC_ID}",
+          "-round", var.round,
+          "-node-pool", var.gpu_node_pool,
+          "-consul-prefix", var.consul_prefix,
+          "-log-json",
+        ], var.extra_args)
+      }
+
+      env {
+        NOMAD_ADDR       = var.nomad_addr
+        CONSUL_HTTP_ADDR = var.consul_addr
+      }
+
+      # The tokens, from the job's Nomad Variable, as environment variables only this task sees;
+      # a changed token restarts the task with it.
+      template {
+        data        = <<-EOT
+        {{- with nomadVar "nomad/jobs/fft-allocator" }}
+        NOMAD_TOKEN={{ .nomad_token }}
+        CONSUL_HTTP_TOKEN={{ .consul_token }}
+        {{- end }}
+        EOT
+        destination = "secrets/tokens.env"
+        env         = true
+        change_mode = "restart"
+      }
+
+      # The last round's Consul writes finish within it (SIGTERM ends the round loop).
+      kill_timeout = "30s"
+
+      resources {
+        cpu    = 500
+        memory = 256
+      }
+    }
+  }
+}
