@@ -12,7 +12,7 @@ var Descriptions = map[string]string{
 	FFTLagName:       "Unit-free FFT: debt = work behind the fair share, in GPU-rounds; restarts priced",
 	FFTLateName:      "Unit-free FFT: debt = lateness against the fair finish time; restarts priced",
 	FFTRateName:      "Unit-free FFT: completion-rate volume, debt = FTF lost so far; restarts priced",
-	"fft-rate-w0.25": "fft-rate with the fairness weight 0.25",
+	"fft-rate-w0.25": "fft-rate with the fairness weight 0.25 (the best measured, HEADLINE.md)",
 	"fft-rate-w4":    "fft-rate with the fairness weight 4",
 	"fft-rate-w16":   "fft-rate with the fairness weight 16",
 	FIFOName:         "Gavel's FIFO: arrival order, heterogeneity-agnostic, through Gavel's rounds",

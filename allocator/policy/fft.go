@@ -18,6 +18,10 @@ const (
 	FFTLagName       = "fft-lag"
 	FFTLateName      = "fft-late"
 	FFTRateName      = "fft-rate"
+	// FFTRateLowName is RateConfig with fairness weight 0.25: the
+	// configuration HEADLINE.md proposes as the default.
+	FFTRateLowName  = "fft-rate-w0.25"
+	FFTRateHighName = "fft-rate-w4"
 )
 
 // FFT decides each round with the round engine (allocator.Decide) on the
@@ -109,6 +113,13 @@ func RateConfig(opt Options, fairness float64) allocator.Config {
 
 // NewFFTRate is RateConfig with fairness weight 1.
 func NewFFTRate(opt Options) Policy { return NewFFTWith(FFTRateName, RateConfig(opt, 1)) }
+
+// NewFFTRateLow is RateConfig with fairness weight 0.25, the proposed
+// default (HEADLINE.md).
+func NewFFTRateLow(opt Options) Policy { return NewFFTWith(FFTRateLowName, RateConfig(opt, 0.25)) }
+
+// NewFFTRateHigh is RateConfig with fairness weight 4.
+func NewFFTRateHigh(opt Options) Policy { return NewFFTWith(FFTRateHighName, RateConfig(opt, 4)) }
 
 // NewFFTWith builds an FFT policy with any engine configuration. The
 // facts of the cluster (round length, restart time, transfer bandwidth)

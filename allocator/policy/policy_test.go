@@ -294,7 +294,7 @@ func TestFFTRestartSeconds(t *testing.T) {
 	if got := NewFFT(opt).(*FFT).cfg; got != allocator.DefaultConfig() {
 		t.Errorf("fft config %+v, want the paper's %+v", got, allocator.DefaultConfig())
 	}
-	for _, name := range []string{FFTRateName, FFTUnitsName, FFTLagName, FFTLateName, "fft-rate-w0.25", "fft-rate-w4"} {
+	for _, name := range []string{FFTRateName, FFTUnitsName, FFTLagName, FFTLateName, FFTRateLowName, FFTRateHighName} {
 		p, err := New(name, opt)
 		if err != nil {
 			t.Fatal(err)
@@ -304,7 +304,10 @@ func TestFFTRestartSeconds(t *testing.T) {
 			t.Errorf("%s: config %+v, want objective units with restarts priced at 60 s", name, c)
 		}
 	}
-	if c := NewFFTRate(opt).(*FFT).cfg; c.Volume != allocator.VolumeRate || c.Debt != allocator.DebtFTF || c.Weights.Fairness != 1 || c.Weights.JCT != 0 {
-		t.Errorf("fft-rate config %+v", c)
+	for name, w := range map[string]float64{FFTRateName: 1, FFTRateLowName: 0.25, FFTRateHighName: 4} {
+		p, _ := New(name, opt)
+		if c := p.(*FFT).cfg; c.Volume != allocator.VolumeRate || c.Debt != allocator.DebtFTF || c.Weights.Fairness != w || c.Weights.JCT != 0 {
+			t.Errorf("%s config %+v, want volume rate, debt ftf, fairness weight %v, no wait term", name, c, w)
+		}
 	}
 }

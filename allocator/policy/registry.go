@@ -43,8 +43,8 @@ var Builtin = map[string]Factory{
 	FFTLagName:       NewFFTLag,
 	FFTLateName:      NewFFTLate,
 	FFTRateName:      NewFFTRate,
-	"fft-rate-w0.25": func(o Options) Policy { return NewFFTWith("fft-rate-w0.25", RateConfig(o, 0.25)) },
-	"fft-rate-w4":    func(o Options) Policy { return NewFFTWith("fft-rate-w4", RateConfig(o, 4)) },
+	FFTRateLowName:   NewFFTRateLow,
+	FFTRateHighName:  NewFFTRateHigh,
 	"fft-rate-w16":   func(o Options) Policy { return NewFFTWith("fft-rate-w16", RateConfig(o, 16)) },
 }
 

@@ -15,7 +15,7 @@ import (
 // TestRateBeatsGavelWithRestarts is the make-test-sized check of issue 10:
 // on a fixed small workload (120 jobs of Gavel's multi-GPU generator on
 // 4 V100 + 4 P100 + 4 K80, the headline's load per GPU) with 60 s charged
-// per resume and model change, and the policies told so, fft-rate's
+// per resume and model change, and the policies told so, fft-rate-w0.25's
 // average JCT is lower than gavel-las's and gavel-ftf's, and it preempts
 // less than either.
 func TestRateBeatsGavelWithRestarts(t *testing.T) {
@@ -37,13 +37,13 @@ func TestRateBeatsGavelWithRestarts(t *testing.T) {
 		}
 		return s
 	}
-	rate := run(policy.FFTRateName)
+	rate := run(policy.FFTRateLowName)
 	for _, name := range []string{policy.GavelLASName, policy.GavelFTFName} {
 		s := run(name)
-		t.Logf("%s: JCT %.1f h, max FTF %.2f, preemptions %d; fft-rate: %.1f h, %.2f, %d",
+		t.Logf("%s: JCT %.1f h, max FTF %.2f, preemptions %d; fft-rate-w0.25: %.1f h, %.2f, %d",
 			name, s.JCT.Mean/3600, s.FTF.Max, s.Preemptions, rate.JCT.Mean/3600, rate.FTF.Max, rate.Preemptions)
 		if rate.JCT.Mean >= s.JCT.Mean || rate.Preemptions >= s.Preemptions {
-			t.Errorf("fft-rate: JCT %.1f h, %d preemptions; %s: %.1f h, %d; want fft-rate lower on both",
+			t.Errorf("fft-rate-w0.25: JCT %.1f h, %d preemptions; %s: %.1f h, %d; want fft-rate-w0.25 lower on both",
 				rate.JCT.Mean/3600, rate.Preemptions, name, s.JCT.Mean/3600, s.Preemptions)
 		}
 	}
@@ -52,7 +52,7 @@ func TestRateBeatsGavelWithRestarts(t *testing.T) {
 // TestRateReplayIsUnitFree is issue 10's replay check on 150 generated
 // jobs with 60 s restarts: the same workload with every other job's work
 // and rates multiplied by 1024 (its work counted in a unit 1024 times
-// smaller) gives every job the same finish time under fft-rate; the
+// smaller) gives every job the same finish time under fft-rate-w0.25; the
 // paper's fft is not invariant and changes some.
 func TestRateReplayIsUnitFree(t *testing.T) {
 	const restart = 60
@@ -101,8 +101,8 @@ func TestRateReplayIsUnitFree(t *testing.T) {
 		}
 		return n
 	}
-	if n := differ(policy.FFTRateName); n != 0 {
-		t.Errorf("fft-rate: %d of %d finish times changed with the work unit", n, len(plain))
+	if n := differ(policy.FFTRateLowName); n != 0 {
+		t.Errorf("fft-rate-w0.25: %d of %d finish times changed with the work unit", n, len(plain))
 	}
 	if n := differ(policy.FFTName); n == 0 {
 		t.Errorf("fft: no finish time changed with the work unit; the check cannot tell")
