@@ -52,7 +52,7 @@ var Builtin = map[string]Factory{
 // otherwise: the best-evaluated configuration (allocator/sim/HEADLINE.md),
 // the unit-free objective with restarts priced. The paper's FFT is one
 // setting away (-policy fft).
-const DefaultName = FFTRateName
+const DefaultName = FFTRateLowName
 
 // Names lists the registry's names, sorted.
 func Names() []string {

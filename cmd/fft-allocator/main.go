@@ -105,7 +105,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "Log level: trace, debug, info, warn or error.")
 	fs.BoolVar(&f.logJSON, "log-json", false, "Write logs as JSON, one object a line (the per-round audit events included).")
 	fs.BoolVar(&f.metricsPerJob, "metrics-per-job", false, "Export one fft_job_rho series per active job on /v1/metrics (off: at thousands of jobs that is too many series).")
-	fs.StringVar(&f.policy, "policy", policy.DefaultName, "The policy that decides each round, by its name in the registry (fftctl simulate -list): the default, fft-rate, is FFT with the unit-free objective and restarts priced; fft is the paper's FFT, with the -config engine block; any other name runs that policy as registered, for example gavel-ftf to compare it with FFT on this cluster.")
+	fs.StringVar(&f.policy, "policy", policy.DefaultName, "The policy that decides each round, by its name in the registry (fftctl simulate -list): the default, fft-rate-w0.25, is FFT with the unit-free objective (fairness weight 0.25) and restarts priced; fft is the paper's FFT, with the -config engine block; any other name runs that policy as registered, for example gavel-ftf to compare it with FFT on this cluster.")
 	fs.BoolVar(&f.once, "once", false, "Run one round and exit (status 1 if it failed). It does not take the leader lock.")
 	host, _ := os.Hostname()
 	fs.StringVar(&f.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "This replica's name in the leader lock.")
@@ -253,7 +253,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // newPolicy builds the -policy policy: "fft" is the paper's FFT with the
 // engine configuration of -config (the paper's objective unless the file
-// says otherwise); any other name, the default fft-rate included, is the
+// says otherwise); any other name, the default fft-rate-w0.25 included, is the
 // registry's policy as registered. Every FFT variant takes the cluster's
 // facts (round length, restart_seconds, transfer_gbps) from cfg
 // (allocator.Config.WithWorld).

@@ -22,7 +22,7 @@ import (
 )
 
 // defaultSimPolicies run when -policies is not given: FFT and every baseline.
-const defaultSimPolicies = "fft,fft-rate,fft-remaining,fft-sticky,fifo,binpack,las,gavel-las,ftf,gavel-ftf,tiresias,allox,sia"
+const defaultSimPolicies = "fft,fft-rate-w0.25,fft-rate,fft-remaining,fft-sticky,fifo,binpack,las,gavel-las,ftf,gavel-ftf,tiresias,allox,sia"
 
 // SimulateCommand compares scheduling policies in the simulator
 // (allocator/sim). It writes to the raw streams: progress goes to stderr
