@@ -9,10 +9,10 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
-// denied reports whether Consul refused a call for want of an ACL
+// Denied reports whether Consul refused a call for want of an ACL
 // permission: an HTTP 403, or a transaction operation refused with
 // "Permission denied".
-func denied(err error) bool {
+func Denied(err error) bool {
 	var se api.StatusError
 	if errors.As(err, &se) && se.Code == http.StatusForbidden {
 		return true
@@ -24,7 +24,7 @@ func denied(err error) bool {
 // lacks (cmd/fft-allocator/acl/consul-policy.hcl grants it). Other errors
 // pass as they are.
 func (s *Store) needs(err error, policy string) error {
-	if !denied(err) {
+	if !Denied(err) {
 		return err
 	}
 	return fmt.Errorf("%w: the Consul token lacks key_prefix %q policy %q (grant cmd/fft-allocator/acl/consul-policy.hcl)", err, s.prefix, policy)

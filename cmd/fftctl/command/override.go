@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/cli"
 
+	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
@@ -133,9 +134,9 @@ func (c *overrideFlags) set(arg string, o loop.Override) int {
 	return 0
 }
 
-// aclHint explains a refusal by Consul's ACLs.
+// aclHint explains a refusal by Consul's ACLs (consulstore.Denied).
 func aclHint(err error, key string) string {
-	if s := err.Error(); strings.Contains(s, "403") || strings.Contains(strings.ToLower(s), "permission denied") {
+	if consulstore.Denied(err) {
 		return fmt.Sprintf("\n\nConsul refused the write: the token (-consul-token or CONSUL_HTTP_TOKEN) needs key_prefix write on %q; overrides are for operators", key)
 	}
 	return ""
