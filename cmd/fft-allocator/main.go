@@ -162,8 +162,9 @@ func parse(args []string, stderr io.Writer) (_ *flags, err error) {
 	if f.progressAuth != progressAuthNomad && f.progressAuth != progressAuthNone {
 		return nil, fmt.Errorf(`-progress-auth=%q: want "nomad" (the task's workload identity) or "none"`, f.progressAuth)
 	}
+	// The error starts with the setting (a flag, or the -config file and its key).
 	if f.tlsConfig, err = f.listener.config(time.Now()); err != nil {
-		return nil, fmt.Errorf("the HTTP API's TLS: %w", err)
+		return nil, err
 	}
 	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
 		return nil, fmt.Errorf("-log-level=%q: want trace, debug, info, warn or error", f.logLevel)

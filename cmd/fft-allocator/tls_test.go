@@ -49,7 +49,7 @@ func TestListenerTLS(t *testing.T) {
 			"-tls-ca-file", ca.CAFile}, wantTLS: true, wantVerify: tls.VerifyClientCertIfGiven},
 		{name: "from the config file", args: []string{"-config", fromFile}, wantTLS: true, wantVerify: tls.RequireAndVerifyClientCert},
 		{name: "missing key", args: []string{"-tls-cert-file", pair.CertFile},
-			wantErr: "the HTTP API's TLS: -tls-cert-file and -tls-key-file: TLS needs both the certificate and its private key"},
+			wantErr: "-tls-cert-file and -tls-key-file: TLS needs both the certificate and its private key"},
 		{name: "missing file", args: []string{"-tls-cert-file", "/nonexistent/cert.pem", "-tls-key-file", pair.KeyFile},
 			wantErr: `-tls-cert-file = "/nonexistent/cert.pem": no such file or directory`},
 		{name: "not a pair", args: []string{"-tls-cert-file", pair.CertFile, "-tls-key-file", other.KeyFile},
