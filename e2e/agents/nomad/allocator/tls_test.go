@@ -24,7 +24,7 @@ import (
 // their workload identity, which the allocator has Nomad verify over TLS; the reports are
 // stored, and `fftctl status` reads them over TLS. A reporter without the CA, or with a plain
 // http:// address, is refused with the fix named, and so is a Consul client without a
-// certificate.
+// certificate, and a reporter without one by a replica with -tls-verify-https-client.
 func TestTLSEverywhere(t *testing.T) {
 	nomad := testenv.RequireNomad(t)
 	consul := testenv.RequireConsul(t)
@@ -165,6 +165,27 @@ throughput = "%s=1"`, seconds, fftctl, allocURL, pki.CA.CAFile, modelV100)))
 	}
 	if b, _, _ := cs.Get("/v1/kv/" + prefix + "/progress/default/tls-a?raw"); strings.TrimSpace(string(b)) != strconv.Itoa(100) {
 		t.Errorf("tls-a's progress after the refused reports: %q, want 100", b)
+	}
+
+	// A standby replica that requires client certificates (it serves the API while it waits
+	// for the lock): a reporter without one is told which flags to set; with the CLI's it
+	// reaches the handler, which wants a token.
+	strictPort := testenv.FreePorts(t, 1)[0]
+	strictURL := fmt.Sprintf("https://127.0.0.1:%d", strictPort)
+	testenv.StartProcess(t, "fft-allocator-strict", root, bin, append(args, "-round", "5s", "-id", "strict",
+		"-http-addr", fmt.Sprintf("127.0.0.1:%d", strictPort), "-tls-cert-file", allocCert.CertFile, "-tls-key-file", allocCert.KeyFile,
+		"-tls-ca-file", pki.CA.CAFile, "-tls-verify-https-client")...)
+	report := []string{"report", "-job", "default/tls-a", "-allocator-addr", strictURL, "-allocator-ca-cert", pki.CA.CAFile}
+	testenv.Eventually(t, 30*time.Second, 500*time.Millisecond, "the strict replica answers a reporter with a client certificate", func() error {
+		code, _, errs := ctl(append(report, "-allocator-client-cert", cli.cert, "-allocator-client-key", cli.key, "50")...)
+		if code != 1 || !strings.Contains(errs, "HTTP 401: no token") {
+			return fmt.Errorf("exit %d, stderr %q", code, errs)
+		}
+		return nil
+	})
+	if code, _, errs := ctl(append(report, "50")...); code != 1 ||
+		!strings.Contains(errs, "requires a client certificate signed by its CA; set -allocator-client-cert and -allocator-client-key") {
+		t.Errorf("fftctl report without a client certificate to the strict replica: exit %d, stderr %q", code, errs)
 	}
 	t.Logf("TLS end to end in %s", time.Since(start).Round(time.Millisecond))
 }
