@@ -60,8 +60,8 @@ func Server(f ServerFiles, now time.Time) (*tls.Config, error) {
 		if f.VerifyClient {
 			cfg.ClientAuth = tls.RequireAndVerifyClientCert
 		} else {
-			// Like Nomad with verify_https_client = false: a client certificate is checked
-			// against the CA when one is sent, and none is required.
+			// None is required, but one that is sent must be the CA's: a client that
+			// presents a certificate expects it to count.
 			cfg.ClientAuth = tls.VerifyClientCertIfGiven
 		}
 	}
