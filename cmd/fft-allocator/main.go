@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -83,9 +84,13 @@ type flags struct {
 	// tenants are the operator's shares between tenants (-config's tenants
 	// block; nil: none, every job its own share).
 	tenants *loop.TenantShares
+	// listener is the HTTP API's own TLS (the -tls-* flags); tlsConfig is what it gives,
+	// nil for plain HTTP.
+	listener  listenerTLS
+	tlsConfig *tls.Config
 }
 
-func parse(args []string, stderr io.Writer) (*flags, error) {
+func parse(args []string, stderr io.Writer) (_ *flags, err error) {
 	f := &flags{}
 	fs := flag.NewFlagSet("fft-allocator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -102,6 +107,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.minRoundGap, "min-round-gap", 5*time.Second, "Least time between the starts of two rounds when a job's arrival or finish brings a round forward (a burst is one round); 0 turns early rounds off.")
 	fs.StringVar(&f.nodePool, "node-pool", "gpu", `Nomad node pool of the GPU clients: capacity counts its nodes only, and a managed job outside it is held until a round moves it in. "" counts every node and holds jobs with the gate constraint alone.`)
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:4650", "Address of the HTTP API (/v1/health, /v1/status, /v1/metrics, /v1/progress) and the status page (/ui); empty disables it.")
+	f.listener.flags(fs)
 	fs.StringVar(&f.logLevel, "log-level", "info", "Log level: trace, debug, info, warn or error.")
 	fs.BoolVar(&f.logJSON, "log-json", false, "Write logs as JSON, one object a line (the per-round audit events included).")
 	fs.BoolVar(&f.metricsPerJob, "metrics-per-job", false, "Export one fft_job_rho series per active job on /v1/metrics (off: at thousands of jobs that is too many series).")
@@ -155,6 +161,10 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	}
 	if f.progressAuth != progressAuthNomad && f.progressAuth != progressAuthNone {
 		return nil, fmt.Errorf(`-progress-auth=%q: want "nomad" (the task's workload identity) or "none"`, f.progressAuth)
+	}
+	// The error starts with the setting (a flag, or the -config file and its key).
+	if f.tlsConfig, err = f.listener.config(time.Now()); err != nil {
+		return nil, err
 	}
 	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
 		return nil, fmt.Errorf("-log-level=%q: want trace, debug, info, warn or error", f.logLevel)
@@ -227,10 +237,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if f.progressAuth == progressAuthNomad {
 			hopts = append(hopts, live.WithTaskVerifier(nomadapi.NewIdentityVerifier(nc)))
 		}
-		srv := &http.Server{Handler: live.Handler(svc, hopts...), ReadHeaderTimeout: 10 * time.Second}
+		// The server's own errors (refused TLS handshakes among them) go to the log.
+		srv := &http.Server{Handler: live.Handler(svc, hopts...), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
+		scheme := "http"
+		if f.tlsConfig != nil {
+			ln, scheme = tls.NewListener(ln, f.tlsConfig), "https"
+		}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
-		log.Info("HTTP API listening", "address", ln.Addr().String())
+		log.Info("HTTP API listening", "address", scheme+"://"+ln.Addr().String(), "verify_https_client", f.listener.verifyHTTPSClient)
 	}
 	log.Info("starting", "id", f.id, "nomad", nc.Address(), "consul", ccfg.Scheme+"://"+ccfg.Address, "prefix", f.prefix,
 		"round", f.round, "policy", pol.Name(), "progress_auth", f.progressAuth, "tenant_weights", f.tenantWeights, "min_round_gap", f.minRoundGap,

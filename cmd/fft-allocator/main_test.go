@@ -290,6 +290,8 @@ func FuzzConfigFile(f *testing.F) {
 	f.Add("engine {\n weights {\n jct = -0\n switch = 1e6\n }\n node_limit = 9999999999\n}\n")
 	f.Add("nomad {\n address = \"http://x\"\n}\nconsul {\n prefix = \"\"\n}\nleader_ttl = \"-1s\"\n")
 	f.Add("{")
+	f.Add("tls {\n verify_https_client = true\n}\n")
+	f.Add("tls {\n cert_file = \"/nonexistent.pem\"\n key_file = \"\"\n}\n")
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, body string) {
 		p := filepath.Join(dir, "fuzz.hcl")
