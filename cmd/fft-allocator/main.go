@@ -22,6 +22,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/nomadapi"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/profile"
 	"github.com/nomad-fft/nomad-fft/allocator/telemetry"
 	"github.com/nomad-fft/nomad-fft/allocator/ui"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
@@ -88,6 +89,10 @@ type flags struct {
 	// nil for plain HTTP.
 	listener  listenerTLS
 	tlsConfig *tls.Config
+	// throughputPriors is the operator's prior table (-throughput-priors), read at start;
+	// priors is the embedded table with its rows merged over, nil when none is given.
+	throughputPriors string
+	priors           *profile.Priors
 }
 
 func parse(args []string, stderr io.Writer) (_ *flags, err error) {
@@ -117,6 +122,7 @@ func parse(args []string, stderr io.Writer) (_ *flags, err error) {
 	fs.StringVar(&f.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "This replica's name in the leader lock.")
 	fs.DurationVar(&f.leaderTTL, "leader-ttl", 15*time.Second, "TTL of the leader lock's Consul session (at least 10s): a standby takes over within it when the leader dies.")
 	fs.StringVar(&f.progressAuth, "progress-auth", progressAuthNomad, `How PUT /v1/progress/<namespace>/<job> authenticates a report: "nomad" takes it only with the workload identity of one of the job's own running tasks (X-Nomad-Token: $NOMAD_TOKEN), verified by Nomad, which needs Nomad ACLs; "none" takes every report (clusters without ACLs).`)
+	fs.StringVar(&f.throughputPriors, "throughput-priors", "", "A CSV of throughput priors for jobs that declare no throughput (header model,family,speed,log_sd; speed relative to a V100, as allocator/profile's embedded table): its rows replace the embedded Gavel-derived ones with the same model and family, and add the others.")
 	fs.IntVar(&f.auditRounds, "audit-rounds", consulstore.DefaultAuditRounds, "How many of the latest round records the audit log in Consul keeps; each round deletes the one that many rounds older.")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -161,6 +167,9 @@ func parse(args []string, stderr io.Writer) (_ *flags, err error) {
 	}
 	if f.progressAuth != progressAuthNomad && f.progressAuth != progressAuthNone {
 		return nil, fmt.Errorf(`-progress-auth=%q: want "nomad" (the task's workload identity) or "none"`, f.progressAuth)
+	}
+	if f.priors, err = readPriors(f.throughputPriors); err != nil {
+		return nil, err
 	}
 	// The error starts with the setting (a flag, or the -config file and its key).
 	if f.tlsConfig, err = f.listener.config(time.Now()); err != nil {
@@ -215,8 +224,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var metrics *telemetry.Metrics
 	audit := telemetry.NewAudit(log)
 	history := ui.NewHistory(0)
-	rounds := loop.New(na, na, store, loop.WithConfig(cfg), loop.WithPolicy(pol), loop.WithLogger(log),
-		loop.WithTenantWeights(f.tenantWeights), loop.WithTenantShares(f.tenants))
+	opts := []loop.Option{loop.WithConfig(cfg), loop.WithPolicy(pol), loop.WithLogger(log),
+		loop.WithTenantWeights(f.tenantWeights), loop.WithTenantShares(f.tenants)}
+	if f.priors != nil {
+		opts = append(opts, loop.WithThroughputPriors(f.priors))
+	}
+	rounds := loop.New(na, na, store, opts...)
 	svc := live.New(rounds, live.WithLogger(log), live.WithEarlyRounds(f.minRoundGap),
 		live.WithRoundHook(func(rec *loop.RoundRecord, err error) {
 			metrics.ObserveRound(rec, err)
@@ -278,4 +291,22 @@ func (f *flags) newPolicy(cfg allocator.Config) (policy.Policy, error) {
 		return policy.NewFFTWith(f.policy, cfg), nil
 	}
 	return policy.New(f.policy, policy.Options{RestartSeconds: cfg.RestartSeconds})
+}
+
+// readPriors reads the operator's prior table and merges it over the embedded one; "" is none
+// (nil: the loop keeps its default, the embedded table).
+func readPriors(path string) (*profile.Priors, error) {
+	if path == "" {
+		return nil, nil
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("-throughput-priors=%s: %w", path, err)
+	}
+	defer fh.Close()
+	p, err := profile.ParsePriors(fh)
+	if err != nil {
+		return nil, fmt.Errorf("-throughput-priors=%s: %w (see allocator/profile's README for the columns)", path, err)
+	}
+	return profile.GavelPriors().With(p), nil
 }
