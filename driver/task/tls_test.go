@@ -42,20 +42,8 @@ type testPKI struct {
 }
 
 func newTestPKI(t *testing.T) testPKI {
-	t.Helper()
-	ca, err := httptlstest.NewCA(t.TempDir(), "ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := ca.Issue(httptlstest.Localhost("allocator"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := ca.Issue(httptlstest.Spec{Name: "driver"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testPKI{ca, server, client}
+	p := httptlstest.NewPKI(t, t.TempDir(), "allocator", "driver")
+	return testPKI{p.CA, p.Server, p.Client}
 }
 
 func TestPluginConfigTLS(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"testing"
 	"time"
 )
 
@@ -109,4 +110,29 @@ func writePEM(path, kind string, der []byte) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// PKI is what most tests need: a CA, a server certificate for this machine and a client
+// certificate, all from that CA.
+type PKI struct {
+	CA             *CA
+	Server, Client Pair
+}
+
+// NewPKI creates a PKI in dir with a server certificate named server and a client one named
+// client, failing t on any error.
+func NewPKI(t testing.TB, dir, server, client string) PKI {
+	t.Helper()
+	ca, err := NewCA(dir, "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := PKI{CA: ca}
+	if p.Server, err = ca.Issue(Localhost(server)); err != nil {
+		t.Fatal(err)
+	}
+	if p.Client, err = ca.Issue(Spec{Name: client}); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -20,18 +20,8 @@ import (
 // requires one, and a mismatch fails naming the setting that fixes it.
 func TestReportTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := httptlstest.NewCA(dir, "ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := ca.Issue(httptlstest.Localhost("allocator"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := ca.Issue(httptlstest.Spec{Name: "reporter"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pki := httptlstest.NewPKI(t, dir, "allocator", "reporter")
+	ca, server, client := pki.CA, pki.Server, pki.Client
 	start := func(verify bool) string {
 		files := httptls.ServerFiles{Cert: httptls.File{Path: server.CertFile}, Key: httptls.File{Path: server.KeyFile}}
 		if verify {
