@@ -39,6 +39,12 @@ func WithLogger(l hclog.Logger) Option { return func(o *options) { o.log = l } }
 // WithClock sets the clock the schedule reads (default: time.Now).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
+// WithTimer sets how Run waits for the next round (default: time.After);
+// with WithClock, tests and replays run the schedule on virtual time.
+func WithTimer(after func(time.Duration) <-chan time.Time) Option {
+	return func(o *options) { o.after = after }
+}
+
 // WithEarlyRounds lets Run start a round before the schedule when the
 // loop's Observer is also a loop.Watcher and it reports a change worth one
 // (see loop.WantEarly), at least gap after the previous round's start. A gap of
