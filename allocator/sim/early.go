@@ -22,7 +22,10 @@ import (
 // (credit.go), as the live allocator does. Virtual time is kept in whole
 // nanoseconds, as the live clock is, and every event time is rounded up to
 // one: a job whose finish brought a round forward has finished by it, and
-// an arrival that did is admitted in it.
+// an arrival that did is admitted in it. Jobs that arrive at the same
+// instant are offered together, before the round they bring forward (the
+// live watcher reports them one by one, and a round due at once may start
+// between them).
 
 // roundLength is how long a round lasts: seconds, and with early rounds the
 // same in nanoseconds, which the finish test reads (0 with fixed rounds).
