@@ -503,6 +503,11 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 		rec.Jobs = append(rec.Jobs, JobAudit{ID: id, User: r.User, ReasonCode: CodeParkedByOperator, Reason: "parked by an operator: " + o.String(),
 			Action: plan.ActionOf(id), RhoBefore: r.Rho, RhoAfter: r.Rho, Override: o.String()})
 	}
+	for _, id := range pr.unhealthy {
+		r := next.Jobs[id]
+		rec.Jobs = append(rec.Jobs, JobAudit{ID: id, User: r.User, ReasonCode: CodeUnhealthyGPU,
+			Reason: "its allocation holds a GPU Nomad reports unhealthy: parked, to restart on a healthy GPU", Action: plan.ActionOf(id), RhoBefore: r.Rho, RhoAfter: r.Rho})
+	}
 	rec.TenantWeights = pr.weighted
 	rec.Tenants = pr.tenants
 	sort.Slice(rec.Jobs, func(a, b int) bool { return rec.Jobs[a].ID < rec.Jobs[b].ID })
