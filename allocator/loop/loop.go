@@ -390,6 +390,9 @@ type phases struct {
 }
 
 func (p *phases) run(n int, name string, f func() error) error {
+	// With "phase done", it tells where a round was when its replica died
+	// (the chaos suite kills replicas on these lines).
+	p.log.Trace("phase start", "phase", fmt.Sprintf("%d-%s", n, name))
 	begin := time.Now()
 	err := f()
 	d := time.Since(begin)

@@ -337,7 +337,10 @@ func poolWarning(pool string, inside, outside int) string {
 // the job already shows costs no call.
 func (c *Client) Apply(ctx context.Context, p *loop.Plan) loop.ApplyResult {
 	var res loop.ApplyResult
-	for _, ch := range p.Changes() {
+	changes := p.Changes()
+	// With one "applied" line per change, it tells how far an apply got.
+	c.log.Trace("applying", "changes", len(changes))
+	for _, ch := range changes {
 		if err := c.apply(ctx, ch, &res); err != nil {
 			if errors.Is(err, errConflict) {
 				res.Conflicts = append(res.Conflicts, ch.Job.ID)

@@ -61,10 +61,10 @@ const (
 
 var (
 	short = version{name: "short", replicas: 2, jobs: 8, settle: 120 * time.Second, faults: map[string]int{
-		faultKillLeader: 2, faultRestartConsul: 1, faultRestartNomad: 1, faultCrashClient: 1, faultDrainNode: 1,
+		faultKillLeader: 2, faultRestartConsul: 1, faultRestartNomad: 1, faultCrashClient: 1, faultDrainNode: 1, faultGPUUnhealthy: 1, faultRevokeToken: 1,
 	}}
 	long = version{name: "long", replicas: 3, jobs: 24, settle: 300 * time.Second, faults: map[string]int{
-		faultKillLeader: 20, faultRestartConsul: 3, faultRestartNomad: 2, faultCrashClient: 2, faultDrainNode: 2,
+		faultKillLeader: 20, faultRestartConsul: 3, faultRestartNomad: 2, faultCrashClient: 2, faultDrainNode: 2, faultGPUUnhealthy: 3, faultRevokeToken: 3,
 	}}
 )
 
@@ -132,7 +132,8 @@ func TestChaos(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := st.API.Jobs().Register(job, nil); err != nil {
+			// fftctl report in the task writes its progress with the reporter token.
+			if _, _, err := st.API.Jobs().Register(withEnv(job, "CONSUL_HTTP_TOKEN", st.reporter), nil); err != nil {
 				t.Fatalf("registering %s: %v", id, err)
 			}
 			work["default/"+id] = float64(seconds)
@@ -155,6 +156,7 @@ func TestChaos(t *testing.T) {
 	}
 	submit(v.jobs)
 	t.Logf("%d faults injected in %s", len(kinds), time.Since(began).Round(time.Second))
+	t.Log(hitSummary(st.hits))
 
 	// Let the jobs finish, then stop the allocators so that nothing changes while reading. A
 	// job that does not finish is for the invariants to judge; its allocations are logged.
@@ -186,6 +188,7 @@ func TestChaos(t *testing.T) {
 	for _, c := range checked {
 		t.Logf("invariant checked: %s", c)
 	}
+	t.Log(hitSummary(st.hits))
 	t.Logf("chaos %s: seed %d, %d faults, %d jobs, %d rounds (%d left as intents), %d allocations, %d progress samples, %d violations, wall %s",
 		v.name, seed, len(kinds), len(work), len(e.rounds), intents(e.rounds), len(e.allocs), pr.count(), len(violations),
 		time.Since(began).Round(time.Second))
@@ -213,19 +216,42 @@ func (st *stack) inject(t *testing.T, rng *rand.Rand, i int, kind string) {
 		from = st.waitRounds(t, 0, 0, 60*time.Second, "the ledger is readable")
 	}
 	at := st.waitRounds(t, from, 1, 60*time.Second, "a round boundary before the fault")
-	when := st.faultTime(rng)
-	time.Sleep(time.Until(when.at))
+	target := drawTarget(rng)
+	var when fmt.Stringer
+	tailed := ""
+	if target == targetTiming {
+		m := st.faultTime(rng)
+		time.Sleep(time.Until(m.at))
+		when = m
+	} else {
+		var missed string
+		tailed, missed = st.waitPhase(target)
+		when = phaseMoment{target: target, missed: missed}
+		if missed != "" {
+			tailed = ""
+		}
+	}
+	// The phase the leader is in as the fault begins; a killed leader's is read from its log
+	// once dead.
+	hit := ""
+	if kind != faultKillLeader {
+		hit = "leader: " + st.leaderPhase(st.leader())
+	}
 	what := ""
 	switch kind {
 	case faultKillLeader:
-		var id string
+		id := tailed
 		testenv.Eventually(t, 60*time.Second, 100*time.Millisecond, "a leader to kill", func() error {
-			if id = st.leader(); id == "" {
+			if id == "" {
+				id = st.leader()
+			}
+			if id == "" {
 				return fmt.Errorf("no leader")
 			}
 			return nil
 		})
 		st.replicas[id].Kill()
+		hit = st.leaderPhase(id)
 		if err := st.replicas[id].StartAgain(); err != nil {
 			t.Fatal(err)
 		}
@@ -257,6 +283,10 @@ func (st *stack) inject(t *testing.T, rng *rand.Rand, i int, kind string) {
 		}
 		st.waitNode(t, c.Name)
 		what = fmt.Sprintf("%s down %s", c.Name, down)
+	case faultRevokeToken:
+		what = st.injectRevokeToken(t, rng)
+	case faultGPUUnhealthy:
+		what = st.injectGPUUnhealthy(t, rng)
 	case faultDrainNode:
 		c := st.clients[rng.Intn(len(st.clients))]
 		id := st.NodeIDs[c.Name]
@@ -281,9 +311,34 @@ func (st *stack) inject(t *testing.T, rng *rand.Rand, i int, kind string) {
 	default:
 		t.Fatalf("unknown fault %q", kind)
 	}
-	t.Logf("fault %d: %s %s, %s (round %d)", i, kind, what, when, at)
+	t.Logf("fault %d: %s %s, %s (round %d); hit: %s", i, kind, what, when, at, hit)
+	st.hits = append(st.hits, faultHit{kind: kind, target: target, hit: hit})
 	// Recovered once two more rounds are recorded (a standby takes the lead within the TTL).
 	st.waitRounds(t, st.nextRound(), 2, 90*time.Second, "rounds after "+kind)
+}
+
+// phaseMoment is a fault injected on a phase line of the leader's log.
+type phaseMoment struct{ target, missed string }
+
+func (m phaseMoment) String() string {
+	if m.missed != "" {
+		return fmt.Sprintf("aimed at %s but %s: injected then", m.target, m.missed)
+	}
+	return fmt.Sprintf("on the leader's %s line", m.target)
+}
+
+// faultHit is one injected fault: its kind, its target and the phase it hit.
+type faultHit struct{ kind, target, hit string }
+
+// hitSummary counts the faults by kind, by target and by phase hit, for the run's log.
+func hitSummary(hits []faultHit) string {
+	byKind, byTarget, byHit := map[string]int{}, map[string]int{}, map[string]int{}
+	for _, h := range hits {
+		byKind[h.kind]++
+		byTarget[h.target]++
+		byHit[h.hit]++
+	}
+	return fmt.Sprintf("faults by kind %v; by target %v; by phase hit %v", byKind, byTarget, byHit)
 }
 
 // faultMoment is when a fault hits, relative to the round.
@@ -323,7 +378,7 @@ func (st *stack) faultTime(rng *rand.Rand) faultMoment {
 
 // lastRound returns the start of the last recorded round and how long its phases took.
 func (st *stack) lastRound() (time.Time, time.Duration, bool) {
-	kv, err := kvList(st.consul.HTTP, prefix+"/ledger")
+	kv, err := st.kvList(prefix + "/ledger")
 	if err != nil || kv[""] == nil {
 		return time.Time{}, 0, false
 	}
@@ -334,7 +389,7 @@ func (st *stack) lastRound() (time.Time, time.Duration, bool) {
 	if json.Unmarshal(kv[""], &l) != nil || l.Round == 0 {
 		return time.Time{}, 0, false
 	}
-	rec, err := kvList(st.consul.HTTP, fmt.Sprintf("%s/rounds/%012d", prefix, l.Round-1))
+	rec, err := st.kvList(fmt.Sprintf("%s/rounds/%012d", prefix, l.Round-1))
 	if err != nil || rec[""] == nil {
 		return time.Time{}, 0, false
 	}
@@ -430,7 +485,7 @@ func (p *progressPoller) run() {
 			return
 		case <-time.After(250 * time.Millisecond):
 		}
-		kv, err := kvList(p.st.consul.HTTP, prefix+"/progress/")
+		kv, err := p.st.kvList(prefix + "/progress/")
 		if err != nil {
 			continue // Consul is down
 		}
@@ -470,7 +525,7 @@ func (p *progressPoller) count() int {
 // collect reads the evidence of the run.
 func (st *stack) collect(t *testing.T, work map[string]float64, pr *progressPoller) *evidence {
 	t.Helper()
-	e := &evidence{work: work, ledger: map[string]jobRec{}, samples: pr.samples, applies: map[int]int{}, capacity: map[string]int{}}
+	e := &evidence{work: work, ledger: map[string]jobRec{}, samples: pr.samples, applies: map[int]int{}, capacity: map[string]int{}, flips: st.flips, revocations: st.revocations}
 	for _, c := range st.clients {
 		e.capacity[c.Model] += c.Count
 	}
@@ -484,11 +539,11 @@ func (st *stack) collect(t *testing.T, work map[string]float64, pr *progressPoll
 		if _, ok := work[id]; !ok {
 			continue
 		}
-		a := allocRec{ID: s.ID, Job: id, Created: time.Unix(0, s.CreateTime), Desired: s.DesiredStatus, Client: s.ClientStatus}
+		a := allocRec{ID: s.ID, Job: id, Node: s.NodeID, Created: time.Unix(0, s.CreateTime), Desired: s.DesiredStatus, Client: s.ClientStatus}
 		if s.AllocatedResources != nil {
 			for _, tr := range s.AllocatedResources.Tasks {
 				for _, d := range tr.Devices {
-					a.Model, a.GPUs = d.Name, len(d.DeviceIDs)
+					a.Model, a.GPUs, a.DeviceIDs = d.Name, len(d.DeviceIDs), d.DeviceIDs
 				}
 			}
 		}
@@ -500,7 +555,7 @@ func (st *stack) collect(t *testing.T, work map[string]float64, pr *progressPoll
 		}
 		e.allocs = append(e.allocs, a)
 	}
-	rounds, err := kvList(st.consul.HTTP, prefix+"/rounds/")
+	rounds, err := st.kvList(prefix + "/rounds/")
 	if err != nil {
 		t.Fatalf("reading the audit log: %v", err)
 	}
@@ -517,7 +572,7 @@ func (st *stack) collect(t *testing.T, work map[string]float64, pr *progressPoll
 		}
 		e.rounds = append(e.rounds, &r)
 	}
-	jobs, err := kvList(st.consul.HTTP, prefix+"/jobs/")
+	jobs, err := st.kvList(prefix + "/jobs/")
 	if err != nil {
 		t.Fatalf("reading the ledger: %v", err)
 	}
@@ -537,6 +592,7 @@ func (st *stack) collect(t *testing.T, work map[string]float64, pr *progressPoll
 			t.Fatalf("reading %s: %v", path, err)
 		}
 		countApplies(string(b), e.applies)
+		e.deniedFailures += len(deniedLine.FindAllString(string(b), -1))
 	}
 	return e
 }
