@@ -111,7 +111,7 @@ func (st *stack) injectRevokeToken(t *testing.T, rng *rand.Rand) string {
 	if code := st.kvStatus(st.allocConsul.SecretID, prefix+"/ledger"); code != http.StatusForbidden {
 		t.Errorf("the revoked token reads the ledger with HTTP %d, want 403", code)
 	}
-	down := time.Duration(3+rng.Intn(4)) * roundSeconds * time.Second
+	down := time.Duration(2+rng.Intn(3)) * roundSeconds * time.Second
 	time.Sleep(down)
 	during := st.nextRound()
 	if err := st.createToken(&st.allocConsul); err != nil {

@@ -118,6 +118,7 @@ func TestChaos(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("timing: stack up and a leader in %s", time.Since(began).Round(100*time.Millisecond))
 	pr := &progressPoller{st: st, samples: map[string][]sample{}, stop: make(chan struct{})}
 	pr.wg.Add(1)
 	go pr.run()
@@ -151,10 +152,19 @@ func TestChaos(t *testing.T) {
 	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	perFault := (v.jobs - v.jobs/2 + len(kinds) - 1) / max(1, len(kinds))
 	for i, kind := range kinds {
-		st.inject(t, rng, i, kind)
+		f0 := time.Now()
+		// Jobs submitted just before an apply-targeted fault give that round two starts.
+		target := drawTarget(rng)
+		var arrive func()
+		if target == targetApply {
+			arrive = func() { submit(2) }
+		}
+		st.inject(t, rng, i, kind, target, arrive)
+		t.Logf("timing: fault %d (%s) took %s, recovery included", i, kind, time.Since(f0).Round(100*time.Millisecond))
 		submit(perFault)
 	}
 	submit(v.jobs)
+	settling := time.Now()
 	t.Logf("%d faults injected in %s", len(kinds), time.Since(began).Round(time.Second))
 	t.Log(hitSummary(st.hits))
 
@@ -175,6 +185,7 @@ func TestChaos(t *testing.T) {
 	for _, id := range left {
 		t.Logf("%s did not finish within %s after the last fault:\n%s", id, v.settle, st.describe(strings.TrimPrefix(id, "default/")))
 	}
+	t.Logf("timing: the jobs finished %s after the last fault", time.Since(settling).Round(100*time.Millisecond))
 	// The round that sees the last finish records it.
 	st.waitRounds(t, st.nextRound(), 2, 30*time.Second, "the rounds after the last finish")
 	for _, p := range st.replicas {
@@ -209,14 +220,13 @@ func intents(rounds []*roundRec) int {
 
 // inject waits for the next round to start, then for a random part of the round, and injects
 // one fault of kind; it returns once the allocator runs rounds again.
-func (st *stack) inject(t *testing.T, rng *rand.Rand, i int, kind string) {
+func (st *stack) inject(t *testing.T, rng *rand.Rand, i int, kind, target string, arrive func()) {
 	t.Helper()
 	from := st.nextRound()
 	if from < 0 {
 		from = st.waitRounds(t, 0, 0, 60*time.Second, "the ledger is readable")
 	}
 	at := st.waitRounds(t, from, 1, 60*time.Second, "a round boundary before the fault")
-	target := drawTarget(rng)
 	var when fmt.Stringer
 	tailed := ""
 	if target == targetTiming {
@@ -225,7 +235,7 @@ func (st *stack) inject(t *testing.T, rng *rand.Rand, i int, kind string) {
 		when = m
 	} else {
 		var missed string
-		tailed, missed = st.waitPhase(target)
+		tailed, missed = st.waitPhase(target, arrive)
 		when = phaseMoment{target: target, missed: missed}
 		if missed != "" {
 			tailed = ""
@@ -592,7 +602,17 @@ func (st *stack) collect(t *testing.T, work map[string]float64, pr *progressPoll
 			t.Fatalf("reading %s: %v", path, err)
 		}
 		countApplies(string(b), e.applies)
-		e.deniedFailures += len(deniedLine.FindAllString(string(b), -1))
+		for _, line := range strings.Split(string(b), "\n") {
+			if deniedLine.MatchString(line) {
+				if e.deniedFailures == 0 {
+					t.Logf("Consul refused the allocators, e.g.: %s", line)
+				}
+				e.deniedFailures++
+			}
+		}
+	}
+	if len(e.revocations) > 0 {
+		t.Logf("%d allocator log lines report Consul's refusal", e.deniedFailures)
 	}
 	return e
 }

@@ -21,7 +21,7 @@ const faultGPUUnhealthy = "gpu-unhealthy"
 
 const (
 	// unhealthyRounds is how long, at least, a flipped GPU stays unhealthy.
-	unhealthyRounds = 3
+	unhealthyRounds = 2
 	// moveWithin bounds the time from Nomad reporting a GPU unhealthy to the end of every
 	// allocation on it: a round to see it, its park, and the task's stop.
 	moveWithin = 4*roundSeconds*time.Second + 5*time.Second

@@ -19,14 +19,19 @@ import (
 const (
 	targetTiming  = "timing"
 	targetObserve = "observe" // on "phase start ... phase=1-observe"
-	targetApply   = "apply"   // on the first "applied" of an apply of two changes or more
-	targetRecord  = "record"  // on "phase start ... phase=5-record"
+	// targetApply fires on the first "applied" line of an apply of two changes or more (so
+	// between two registrations), or after applyPatience of any apply (after its one).
+	targetApply  = "apply"
+	targetRecord = "record" // on "phase start ... phase=5-record"
 )
 
 var targets = []string{targetTiming, targetObserve, targetApply, targetRecord}
 
-// phaseWait bounds the wait for a target's line; an apply of two changes may not come.
-const phaseWait = 20 * time.Second
+// phaseWait bounds the wait for a target's line; an apply may not come (nothing to change).
+const (
+	phaseWait     = 12 * time.Second
+	applyPatience = 6 * time.Second
+)
 
 var (
 	phaseLine   = regexp.MustCompile(`phase (start|done|failed): round=\d+ phase=(\S+)`)
@@ -36,8 +41,9 @@ var (
 )
 
 // waitPhase tails the leader's log from now until the target's line, and returns the leader's
-// id and "" or, after phaseWait without the line, why not.
-func (st *stack) waitPhase(target string) (id, missed string) {
+// id and "" or, after phaseWait without the line, why not. It calls arrive (if not nil) once
+// tailing.
+func (st *stack) waitPhase(target string, arrive func()) (id, missed string) {
 	if id = st.leader(); id == "" {
 		return "", "no leader"
 	}
@@ -49,10 +55,14 @@ func (st *stack) waitPhase(target string) (id, missed string) {
 	if _, err := f.Seek(0, io.SeekEnd); err != nil {
 		return id, err.Error()
 	}
+	if arrive != nil {
+		arrive()
+	}
 	var pending []byte
 	armed := false
 	buf := make([]byte, 64<<10)
-	for deadline := time.Now().Add(phaseWait); time.Now().Before(deadline); {
+	began := time.Now()
+	for deadline := began.Add(phaseWait); time.Now().Before(deadline); {
 		n, _ := f.Read(buf)
 		if n == 0 {
 			time.Sleep(500 * time.Microsecond)
@@ -75,7 +85,7 @@ func (st *stack) waitPhase(target string) (id, missed string) {
 			case targetApply:
 				if m := applyingRe.FindStringSubmatch(line); m != nil {
 					n, _ := strconv.Atoi(m[1])
-					armed = n >= 2
+					armed = n >= 2 || (n >= 1 && time.Since(began) > applyPatience)
 				} else if armed && appliedRe.MatchString(line) {
 					return id, ""
 				}
