@@ -186,6 +186,7 @@ func TestChaos(t *testing.T) {
 		t.Logf("%s did not finish within %s after the last fault:\n%s", id, v.settle, st.describe(strings.TrimPrefix(id, "default/")))
 	}
 	t.Logf("timing: the jobs finished %s after the last fault", time.Since(settling).Round(100*time.Millisecond))
+	st.waitHealthyAgain(t)
 	// The round that sees the last finish records it.
 	st.waitRounds(t, st.nextRound(), 2, 30*time.Second, "the rounds after the last finish")
 	for _, p := range st.replicas {
@@ -194,6 +195,7 @@ func TestChaos(t *testing.T) {
 	close(pr.stop)
 	pr.wg.Wait()
 
+	t.Logf("timing: stopped %s after the last fault", time.Since(settling).Round(100*time.Millisecond))
 	e := st.collect(t, work, pr)
 	violations, checked := e.check()
 	for _, c := range checked {

@@ -74,18 +74,27 @@ func (st *stack) injectGPUUnhealthy(t *testing.T, rng *rand.Rand) string {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "Nomad reports "+gpu+" healthy again", func() error {
-		if healthy, err := st.instanceHealthy(node, gpu); err != nil || !healthy {
-			return fmt.Errorf("healthy %v (%v)", healthy, err)
-		}
-		return nil
-	})
+	// Nomad takes a few seconds to report it healthy (the client batches node updates): the
+	// run goes on, and checks at its end that every flipped GPU is healthy again.
 	st.flips = append(st.flips, f)
 	what := fmt.Sprintf("%s %s unhealthy for %s (Nomad saw it after %s)", c, gpu[:12], time.Since(f.From).Round(100*time.Millisecond), seen.Round(100*time.Millisecond))
 	if holder != "" {
 		what += fmt.Sprintf(", %s on it moved off in %s", holder, moved.Round(100*time.Millisecond))
 	}
 	return what
+}
+
+// waitHealthyAgain fails the test unless every GPU the run flipped is healthy again.
+func (st *stack) waitHealthyAgain(t *testing.T) {
+	t.Helper()
+	for _, f := range st.flips {
+		testenv.Eventually(t, 30*time.Second, 250*time.Millisecond, "Nomad reports "+f.GPU+" on "+f.Client+" healthy again", func() error {
+			if healthy, err := st.instanceHealthy(f.Node, f.GPU); err != nil || !healthy {
+				return fmt.Errorf("healthy %v (%v)", healthy, err)
+			}
+			return nil
+		})
+	}
 }
 
 // pickGPU draws a client GPU that a running chaos allocation holds (the job it moves is the

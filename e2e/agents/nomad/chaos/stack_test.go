@@ -60,6 +60,7 @@ type stack struct {
 
 func startStack(t *testing.T, replicas int) *stack {
 	t.Helper()
+	began := time.Now()
 	nomad := testenv.RequireNomad(t)
 	consul := testenv.RequireConsul(t)
 	st := &stack{
@@ -79,8 +80,14 @@ func startStack(t *testing.T, replicas int) *stack {
 		t.Fatal(err)
 	}
 	// ACLs on, default deny, in both: the allocators run with the shipped policies.
+	defer func() {
+		t.Logf("timing: stack: binaries built, Consul, Nomad, ACLs, replicas started in %s", time.Since(began).Round(100*time.Millisecond))
+	}()
+	t.Logf("timing: binaries built in %s", time.Since(began).Round(100*time.Millisecond))
 	st.consul = testenv.StartConsulServerWith(t, consul, st.root, testenv.ConsulOptions{ACL: true})
+	t.Logf("timing: Consul up at %s", time.Since(began).Round(100*time.Millisecond))
 	st.Cluster = testenv.StartClusterWith(t, nomad, st.root, st.clients, testenv.ClusterOptions{ServerExtra: serverHeartbeat, ACL: true})
+	t.Logf("timing: Nomad server and clients ready at %s", time.Since(began).Round(100*time.Millisecond))
 	st.setUpACLs(t)
 	for i := 0; i < replicas; i++ {
 		id := fmt.Sprintf("replica-%c", 'a'+i)
