@@ -125,8 +125,8 @@ func TestChaos(t *testing.T) {
 
 	jobspec := trainJobspec(t)
 	work := map[string]float64{}
-	submit := func(n int) {
-		for ; n > 0 && len(work) < v.jobs; n-- {
+	submit := func(n int) (submitted int) {
+		for ; n > 0 && len(work) < v.jobs; n, submitted = n-1, submitted+1 {
 			id := fmt.Sprintf("chaos-%02d", len(work))
 			seconds, gpus := 12+rng.Intn(13), 1+rng.Intn(2)
 			job, err := parseJob(st.API, jobspec, id, st.jobVars(seconds, gpus))
@@ -140,6 +140,7 @@ func TestChaos(t *testing.T) {
 			work["default/"+id] = float64(seconds)
 			t.Logf("job %s: %d s of work on %d GPUs", id, seconds, gpus)
 		}
+		return submitted
 	}
 	submit(v.jobs / 2)
 
@@ -155,9 +156,9 @@ func TestChaos(t *testing.T) {
 		f0 := time.Now()
 		// Jobs submitted just before an apply-targeted fault give that round two starts.
 		target := drawTarget(rng)
-		var arrive func()
+		var arrive func() int
 		if target == targetApply {
-			arrive = func() { submit(2) }
+			arrive = func() int { return submit(2) }
 		}
 		st.inject(t, rng, i, kind, target, arrive)
 		t.Logf("timing: fault %d (%s) took %s, recovery included", i, kind, time.Since(f0).Round(100*time.Millisecond))
@@ -189,9 +190,12 @@ func TestChaos(t *testing.T) {
 	st.waitHealthyAgain(t)
 	// The round that sees the last finish records it.
 	st.waitRounds(t, st.nextRound(), 2, 30*time.Second, "the rounds after the last finish")
+	var stopping sync.WaitGroup
 	for _, p := range st.replicas {
-		p.Stop()
+		stopping.Add(1)
+		go func() { defer stopping.Done(); p.Stop() }()
 	}
+	stopping.Wait()
 	close(pr.stop)
 	pr.wg.Wait()
 
@@ -222,7 +226,7 @@ func intents(rounds []*roundRec) int {
 
 // inject waits for the next round to start, then for a random part of the round, and injects
 // one fault of kind; it returns once the allocator runs rounds again.
-func (st *stack) inject(t *testing.T, rng *rand.Rand, i int, kind, target string, arrive func()) {
+func (st *stack) inject(t *testing.T, rng *rand.Rand, i int, kind, target string, arrive func() int) {
 	t.Helper()
 	from := st.nextRound()
 	if from < 0 {

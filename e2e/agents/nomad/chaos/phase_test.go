@@ -20,7 +20,8 @@ const (
 	targetTiming  = "timing"
 	targetObserve = "observe" // on "phase start ... phase=1-observe"
 	// targetApply fires on the first "applied" line of an apply of two changes or more (so
-	// between two registrations), or after applyPatience of any apply (after its one).
+	// between two registrations); of any apply when fewer than two jobs arrived for it, or
+	// after applyPatience.
 	targetApply  = "apply"
 	targetRecord = "record" // on "phase start ... phase=5-record"
 )
@@ -29,8 +30,8 @@ var targets = []string{targetTiming, targetObserve, targetApply, targetRecord}
 
 // phaseWait bounds the wait for a target's line; an apply may not come (nothing to change).
 const (
-	phaseWait     = 12 * time.Second
-	applyPatience = 6 * time.Second
+	phaseWait     = 8 * time.Second
+	applyPatience = 4 * time.Second
 )
 
 var (
@@ -42,8 +43,8 @@ var (
 
 // waitPhase tails the leader's log from now until the target's line, and returns the leader's
 // id and "" or, after phaseWait without the line, why not. It calls arrive (if not nil) once
-// tailing.
-func (st *stack) waitPhase(target string, arrive func()) (id, missed string) {
+// tailing: it submits jobs and returns how many.
+func (st *stack) waitPhase(target string, arrive func() int) (id, missed string) {
 	if id = st.leader(); id == "" {
 		return "", "no leader"
 	}
@@ -55,8 +56,9 @@ func (st *stack) waitPhase(target string, arrive func()) (id, missed string) {
 	if _, err := f.Seek(0, io.SeekEnd); err != nil {
 		return id, err.Error()
 	}
-	if arrive != nil {
-		arrive()
+	least := 2 // changes an apply needs to fire the apply target
+	if arrive != nil && arrive() < 2 {
+		least = 1
 	}
 	var pending []byte
 	armed := false
@@ -85,7 +87,7 @@ func (st *stack) waitPhase(target string, arrive func()) (id, missed string) {
 			case targetApply:
 				if m := applyingRe.FindStringSubmatch(line); m != nil {
 					n, _ := strconv.Atoi(m[1])
-					armed = n >= 2 || (n >= 1 && time.Since(began) > applyPatience)
+					armed = n >= least || (n >= 1 && time.Since(began) > applyPatience)
 				} else if armed && appliedRe.MatchString(line) {
 					return id, ""
 				}

@@ -63,8 +63,9 @@ func startStack(t *testing.T, replicas int) *stack {
 	began := time.Now()
 	nomad := testenv.RequireNomad(t)
 	consul := testenv.RequireConsul(t)
+	bins := testenv.MainBinaries(t, "fft-allocator", "fftctl")
 	st := &stack{
-		bin: testenv.MainBinary(t, "fft-allocator"), fftctl: testenv.MainBinary(t, "fftctl"),
+		bin: bins[0], fftctl: bins[1],
 		root: testenv.TempDir(t), replicas: map[string]*testenv.Process{},
 		clients: []testenv.FakeGPUClient{
 			{Name: "a100-1", Model: modelA100, Count: 2, NodePool: gpuPool},
