@@ -104,6 +104,7 @@ func (st *stack) createToken(tok *consulToken) error {
 func (st *stack) injectRevokeToken(t *testing.T, rng *rand.Rand) string {
 	t.Helper()
 	before := st.nextRound()
+	failuresBefore := st.failures()
 	if b, code, err := st.consul.Do(http.MethodDelete, "/v1/acl/token/"+st.allocConsul.AccessorID, ""); err != nil || code != http.StatusOK {
 		t.Fatalf("deleting the allocators' token: HTTP %d %s %v", code, b, err)
 	}
@@ -114,20 +115,71 @@ func (st *stack) injectRevokeToken(t *testing.T, rng *rand.Rand) string {
 	down := time.Duration(2+rng.Intn(3)) * roundSeconds * time.Second
 	time.Sleep(down)
 	during := st.nextRound()
+	failuresDuring, lastError := st.failures(), st.lastError()
 	if err := st.createToken(&st.allocConsul); err != nil {
 		t.Fatalf("restoring the allocators' token: %v", err)
 	}
 	if code := st.kvStatus(st.allocConsul.SecretID, prefix+"/ledger"); code != http.StatusOK {
 		t.Errorf("the restored token reads the ledger with HTTP %d, want 200", code)
 	}
-	st.revocations = append(st.revocations, revocation{From: revoked, To: time.Now(), RoundBefore: before, RoundDuring: during})
-	return fmt.Sprintf("revoked for %s (ledger at round %d before, %d at the end)", down, before, during)
+	st.revocations = append(st.revocations, revocation{From: revoked, To: time.Now(), RoundBefore: before, RoundDuring: during,
+		Failures: failuresDuring - failuresBefore, LastError: lastError})
+	return fmt.Sprintf("revoked for %s (ledger at round %d before, %d at the end; %d rounds failed in the replicas' status, the leader's last error %q)",
+		down, before, during, failuresDuring-failuresBefore, lastError)
+}
+
+// replicaStatus is the part of a replica's GET /v1/status the suite reads.
+type replicaStatus struct {
+	Leader    bool   `json:"leader"`
+	Failures  int    `json:"failures"`
+	LastError string `json:"last_error"`
+}
+
+// statuses reads every running replica's status (a replica just restarted may not answer).
+func (st *stack) statuses() map[string]replicaStatus {
+	out := map[string]replicaStatus{}
+	for id, url := range st.statusURL {
+		resp, err := http.Get(url)
+		if err != nil {
+			continue
+		}
+		var s replicaStatus
+		if json.NewDecoder(resp.Body).Decode(&s) == nil {
+			out[id] = s
+		}
+		resp.Body.Close()
+	}
+	return out
+}
+
+// failures is the replicas' failed rounds since their starts, summed.
+func (st *stack) failures() int {
+	n := 0
+	for _, s := range st.statuses() {
+		n += s.Failures
+	}
+	return n
+}
+
+// lastError is the last error of the replica that counts itself leader, else of any.
+func (st *stack) lastError() string {
+	out := ""
+	for _, s := range st.statuses() {
+		if s.LastError != "" && (out == "" || s.Leader) {
+			out = s.LastError
+		}
+	}
+	return out
 }
 
 // revocation is one window in which the allocators' Consul token did not exist.
 type revocation struct {
 	From, To                 time.Time
 	RoundBefore, RoundDuring int
+	// Failures are the rounds the replicas' status counted failed meanwhile; LastError is the
+	// leader's last round error just before the token came back.
+	Failures  int
+	LastError string
 }
 
 // kvStatus is the HTTP status of a KV read with token.
@@ -162,6 +214,12 @@ func (e *evidence) revokedRoundsFailed() []string {
 			if rec.recorded() && rec.start.After(r.From.Add(time.Second)) && rec.start.Before(r.To) {
 				out = append(out, fmt.Sprintf("round %d started at %s, while the allocators' token was revoked, and was recorded", rec.Round, rec.Start))
 			}
+		}
+	}
+	for _, r := range e.revocations {
+		if r.Failures == 0 || !deniedLine.MatchString(r.LastError) {
+			out = append(out, fmt.Sprintf("while the token was revoked (%s to %s) the replicas' status counted %d failed rounds, last error %q: want failures naming Consul's refusal",
+				r.From.Format(time.RFC3339Nano), r.To.Format(time.RFC3339Nano), r.Failures, r.LastError))
 		}
 	}
 	if len(e.revocations) > 0 && e.deniedFailures == 0 {

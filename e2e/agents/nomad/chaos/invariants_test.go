@@ -99,7 +99,7 @@ func (e *evidence) check() (violations []string, checked []string) {
 		{"the ledger equals the one recomputed from the audit log", e.ledgerFromAudit},
 		{"no progress went backwards except to its last checkpoint", e.progressMonotone},
 		{"an unhealthy GPU shrank its model's capacity and its jobs moved off it", e.gpuFlipsHonoured},
-		{"no round was recorded while the allocators' Consul token was revoked, and the replicas logged the refusals", e.revokedRoundsFailed},
+		{"no round was recorded while the allocators' Consul token was revoked, the replicas counted failed rounds naming Consul's refusal and logged it", e.revokedRoundsFailed},
 	} {
 		checked = append(checked, inv.name)
 		for _, v := range inv.f() {

@@ -12,6 +12,7 @@ func TestInvariantsCatchViolations(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	const a100 = modelA100
+	const denied = `claiming the round: Unexpected response code: 403 (ACL not found)`
 	clean := func() *evidence {
 		r0 := &roundRec{Round: 0, start: at(0), Assignment: map[string]string{"default/j": a100}, Usage: map[string]int{a100: 2}}
 		r0.Models = append(r0.Models, struct {
@@ -66,14 +67,20 @@ func TestInvariantsCatchViolations(t *testing.T) {
 		}, "was not moved within"},
 		{"job started on an unhealthy GPU", func(e *evidence) { e.flips[0].From, e.flips[0].Unlisted = at(-2), at(1) }, "started on unhealthy GPU-x"},
 		{"recorded while the token was revoked", func(e *evidence) {
-			e.revocations, e.deniedFailures = []revocation{{From: at(0.5), To: at(3), RoundBefore: 1, RoundDuring: 1}}, 2
+			e.revocations, e.deniedFailures = []revocation{{From: at(0.5), To: at(3), RoundBefore: 1, RoundDuring: 1, Failures: 2, LastError: denied}}, 2
 		}, "round 1 started at"},
 		{"ledger advanced while revoked", func(e *evidence) {
-			e.revocations, e.deniedFailures = []revocation{{From: at(20), To: at(30), RoundBefore: 2, RoundDuring: 4}}, 2
+			e.revocations, e.deniedFailures = []revocation{{From: at(20), To: at(30), RoundBefore: 2, RoundDuring: 4, Failures: 2, LastError: denied}}, 2
 		}, "from round 2 to 4"},
 		{"no refusal logged", func(e *evidence) {
-			e.revocations = []revocation{{From: at(20), To: at(30), RoundBefore: 2, RoundDuring: 2}}
+			e.revocations = []revocation{{From: at(20), To: at(30), RoundBefore: 2, RoundDuring: 2, Failures: 2, LastError: denied}}
 		}, "no replica logged"},
+		{"no failed round counted", func(e *evidence) {
+			e.revocations, e.deniedFailures = []revocation{{From: at(20), To: at(30), RoundBefore: 2, RoundDuring: 2, LastError: denied}}, 2
+		}, "counted 0 failed rounds"},
+		{"failure not naming the refusal", func(e *evidence) {
+			e.revocations, e.deniedFailures = []revocation{{From: at(20), To: at(30), RoundBefore: 2, RoundDuring: 2, Failures: 3, LastError: "timeout"}}, 2
+		}, `last error "timeout"`},
 		{"progress below checkpoint", func(e *evidence) { e.samples["default/j"][2].done = 3 }, "progress went from 5 to 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -45,6 +45,8 @@ type stack struct {
 	ckptDir  string
 	clients  []testenv.FakeGPUClient
 	replicas map[string]*testenv.Process
+	// statusURL is each replica's GET /v1/status (its rounds and failures since its start).
+	statusURL map[string]string
 	// allocConsul and allocNomad are the allocators' ACL tokens (the shipped policies),
 	// reporter the training tasks' Consul token.
 	allocConsul consulToken
@@ -66,7 +68,7 @@ func startStack(t *testing.T, replicas int) *stack {
 	bins := testenv.MainBinaries(t, "fft-allocator", "fftctl")
 	st := &stack{
 		bin: bins[0], fftctl: bins[1],
-		root: testenv.TempDir(t), replicas: map[string]*testenv.Process{},
+		root: testenv.TempDir(t), replicas: map[string]*testenv.Process{}, statusURL: map[string]string{},
 		clients: []testenv.FakeGPUClient{
 			{Name: "a100-1", Model: modelA100, Count: 2, NodePool: gpuPool},
 			{Name: "a100-2", Model: modelA100, Count: 2, NodePool: gpuPool},
@@ -90,8 +92,11 @@ func startStack(t *testing.T, replicas int) *stack {
 	st.Cluster = testenv.StartClusterWith(t, nomad, st.root, st.clients, testenv.ClusterOptions{ServerExtra: serverHeartbeat, ACL: true})
 	t.Logf("timing: Nomad server and clients ready at %s", time.Since(began).Round(100*time.Millisecond))
 	st.setUpACLs(t)
+	ports := testenv.FreePorts(t, replicas)
 	for i := 0; i < replicas; i++ {
 		id := fmt.Sprintf("replica-%c", 'a'+i)
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[i])
+		st.statusURL[id] = "http://" + addr + "/v1/status"
 		// Trace logs carry each round's phases with the round number: the suite reads the
 		// apply phases from them. Early rounds are off (-min-round-gap 0) so that every
 		// round keeps its predecessor's credit whole and the audit log's rho chain is exact.
@@ -99,7 +104,7 @@ func startStack(t *testing.T, replicas int) *stack {
 			"-nomad-addr", st.Server.HTTP, "-nomad-token", st.allocNomad, "-consul-addr", st.consul.HTTP,
 			"-consul-token", st.allocConsul.SecretID, "-consul-prefix", prefix,
 			"-id", id, "-round", fmt.Sprintf("%ds", roundSeconds), "-leader-ttl", leaderTTL, "-min-round-gap", "0",
-			"-http-addr", "", "-log-level", "trace")
+			"-http-addr", addr, "-log-level", "trace")
 	}
 	return st
 }
