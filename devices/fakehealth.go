@@ -66,6 +66,11 @@ type fakeHealthSource struct {
 	lastErr string
 }
 
+var (
+	_ Source   = (*fakeHealthSource)(nil)
+	_ Notifier = (*fakeHealthSource)(nil)
+)
+
 // NewFakeSourceWithHealthFile is NewFakeSource whose GPUs are reported unhealthy while the file
 // at path lists them (see ParseFakeHealth); a missing file lists none. The file is read every
 // FakeHealthPoll; a file that does not parse is logged and changes nothing.
