@@ -48,6 +48,9 @@ type version struct {
 	faults map[string]int
 	// settle is how long the jobs get to finish after the last fault.
 	settle time.Duration
+	// reserve is how many jobs the faults' regular arrivals leave for apply-targeted faults
+	// (two each), so that those come while jobs are left.
+	reserve int
 }
 
 // The kinds of fault.
@@ -65,7 +68,7 @@ var (
 	short = version{name: "short", replicas: 2, jobs: 8, settle: 120 * time.Second, faults: map[string]int{
 		faultKillLeader: 1, faultRestartConsul: 1, faultRestartNomad: 1, faultCrashClient: 1, faultDrainNode: 1, faultGPUUnhealthy: 1, faultRevokeToken: 1,
 	}}
-	long = version{name: "long", replicas: 3, jobs: 24, settle: 300 * time.Second, faults: map[string]int{
+	long = version{name: "long", replicas: 3, jobs: 32, reserve: 12, settle: 300 * time.Second, faults: map[string]int{
 		faultKillLeader: 20, faultRestartConsul: 3, faultRestartNomad: 2, faultCrashClient: 2, faultDrainNode: 2, faultGPUUnhealthy: 3, faultRevokeToken: 3,
 	}}
 )
@@ -153,7 +156,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
-	perFault := (v.jobs - v.jobs/2 + len(kinds) - 1) / max(1, len(kinds))
+	perFault := (v.jobs - v.jobs/2 - v.reserve + len(kinds) - 1) / max(1, len(kinds))
 	for i, kind := range kinds {
 		f0 := time.Now()
 		// Jobs submitted just before an apply-targeted fault give that round two starts.
@@ -171,7 +174,9 @@ func TestChaos(t *testing.T) {
 		}
 		st.inject(t, rng, i, kind, target, arrive)
 		t.Logf("timing: fault %d (%s) took %s, recovery included", i, kind, time.Since(f0).Round(100*time.Millisecond))
-		submit(perFault)
+		if len(work)+perFault <= v.jobs-v.reserve {
+			submit(perFault)
+		}
 	}
 	submit(v.jobs)
 	settling := time.Now()
