@@ -169,8 +169,12 @@ func TestChaos(t *testing.T) {
 			}
 		}
 		var arrive func() int
-		if target == targetApply {
+		switch {
+		case target == targetApply:
 			arrive = func() int { return submit(2) }
+		case kind == faultGPUUnhealthy:
+			// A job to move off the GPU, when none runs.
+			arrive = func() int { return submit(1) }
 		}
 		st.inject(t, rng, i, kind, target, arrive)
 		t.Logf("timing: fault %d (%s) took %s, recovery included", i, kind, time.Since(f0).Round(100*time.Millisecond))
@@ -316,7 +320,7 @@ func (st *stack) inject(t *testing.T, rng *rand.Rand, i int, kind, target string
 	case faultRevokeToken:
 		what = st.injectRevokeToken(t, rng)
 	case faultGPUUnhealthy:
-		what = st.injectGPUUnhealthy(t, rng)
+		what = st.injectGPUUnhealthy(t, rng, arrive)
 	case faultDrainNode:
 		c := st.clients[rng.Intn(len(st.clients))]
 		id := st.NodeIDs[c.Name]

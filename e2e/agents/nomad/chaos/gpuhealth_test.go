@@ -40,10 +40,16 @@ func (st *stack) healthFile(client string) string {
 	return filepath.Join(st.root, "unhealthy-"+client)
 }
 
-// injectGPUUnhealthy flips one GPU, preferably one a chaos job runs on, and returns what it did.
-func (st *stack) injectGPUUnhealthy(t *testing.T, rng *rand.Rand) string {
+// injectGPUUnhealthy flips one GPU, preferably one a chaos job runs on (when none runs, it has
+// arrive submit one, if any is left, and waits a little for it), and returns what it did.
+func (st *stack) injectGPUUnhealthy(t *testing.T, rng *rand.Rand, arrive func() int) string {
 	t.Helper()
 	c, gpu, holder := st.pickGPU(t, rng)
+	if holder == "" && arrive != nil && arrive() > 0 {
+		for deadline := time.Now().Add(15 * time.Second); holder == "" && time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+			c, gpu, holder = st.pickGPU(t, rng)
+		}
+	}
 	node := st.NodeIDs[c]
 	path := st.healthFile(c)
 	if err := os.WriteFile(path, []byte("# chaos: "+faultGPUUnhealthy+"\n"+gpu+"\n"), 0o644); err != nil {
