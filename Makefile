@@ -86,10 +86,11 @@ e2e:
 	cd e2e/agents/nomad && FFT_E2E=1 FFT_NOMAD_BIN=$$nomad_bin FFT_CONSUL_BIN=$$consul_bin \
 		$(GO) test -count=1 -timeout 20m ./...
 
-## chaos: the long chaos suite (e2e/agents/nomad/chaos): 20 SIGKILLs of the
-## active allocator among three replicas, Consul and Nomad server restarts,
-## GPU clients crashed and drained, then the invariants; `make e2e` runs its
-## short version. CHAOS_SEED=<seed> replays a run.
+## chaos: the long chaos suite (e2e/agents/nomad/chaos), ACLs on: 20 SIGKILLs
+## of the active allocator among three replicas, Consul and Nomad server
+## restarts, GPU clients crashed and drained, GPUs turned unhealthy, the
+## allocators' Consul token revoked, aimed at named phases of the round, then
+## the invariants; `make e2e` runs its short version. CHAOS_SEED=<seed> replays.
 CHAOS_SEED ?=
 chaos:
 	nomad_bin=$$(e2e/agents/build.sh) && consul_bin=$$(e2e/agents/build-consul.sh) && \

@@ -189,3 +189,12 @@ func (w *eventWatcher) close() {
 		_ = w.set.Free()
 	}
 }
+
+// clear drops the sticky unhealthy verdict on a device and reports whether there was one.
+func (w *eventWatcher) clear(uuid string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, bad := w.bad[uuid]
+	delete(w.bad, uuid)
+	return bad
+}

@@ -51,6 +51,9 @@ type problem struct {
 	// holds the jobs they keep off the GPUs this round.
 	overrides map[string]Override
 	parked    []string
+	// unhealthy are the jobs kept out of the round because an allocation
+	// of theirs holds an unhealthy GPU; the round parks them.
+	unhealthy []string
 	// prices are how each job's restarts were priced (measured.go).
 	prices map[string]RestartPrice
 	// tenants are the tenants' shares this round (with TenantShares), and
@@ -134,6 +137,15 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 			rec.Status = StatusParked
 			pr.records[j.ID] = rec
 			pr.parked = append(pr.parked, j.ID)
+			continue
+		}
+		if j.UnhealthyGPU && len(j.Allocs) > 0 {
+			// Out of the policy, so the round neither credits it nor keeps
+			// it there; the park stops it at its checkpoint, and a later
+			// round restarts it on a healthy GPU with the rho it has now.
+			rec.Status = StatusWaiting
+			pr.records[j.ID] = rec
+			pr.unhealthy = append(pr.unhealthy, j.ID)
 			continue
 		}
 		if held, why := rt.outside(j.ID); held {

@@ -69,9 +69,11 @@ func (h *Harness) Apply(_ context.Context, p *Plan) ApplyResult {
 		h.Calls++
 		switch c.Action {
 		case ActionStart, ActionMigrate:
+			// Nomad places a new allocation on healthy GPUs only.
 			j.Gated, j.OffPool, j.Model, j.RunningModel, j.Allocs = false, false, c.Model, c.Model, []string{"alloc-" + j.Name}
+			j.UnhealthyGPU = false
 		case ActionPark:
-			j.Gated, j.RunningModel, j.Allocs = true, "", nil
+			j.Gated, j.RunningModel, j.Allocs, j.UnhealthyGPU = true, "", nil, false
 		}
 		if r.Applied == nil {
 			r.Applied = map[Action]int{}

@@ -390,6 +390,9 @@ type phases struct {
 }
 
 func (p *phases) run(n int, name string, f func() error) error {
+	// With "phase done", it tells where a round was when its replica died
+	// (the chaos suite kills replicas on these lines).
+	p.log.Trace("phase start", "phase", fmt.Sprintf("%d-%s", n, name))
 	begin := time.Now()
 	err := f()
 	d := time.Since(begin)
@@ -502,6 +505,11 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 		r := next.Jobs[id]
 		rec.Jobs = append(rec.Jobs, JobAudit{ID: id, User: r.User, ReasonCode: CodeParkedByOperator, Reason: "parked by an operator: " + o.String(),
 			Action: plan.ActionOf(id), RhoBefore: r.Rho, RhoAfter: r.Rho, Override: o.String()})
+	}
+	for _, id := range pr.unhealthy {
+		r := next.Jobs[id]
+		rec.Jobs = append(rec.Jobs, JobAudit{ID: id, User: r.User, ReasonCode: CodeUnhealthyGPU,
+			Reason: "its allocation holds a GPU Nomad reports unhealthy: parked, to restart on a healthy GPU", Action: plan.ActionOf(id), RhoBefore: r.Rho, RhoAfter: r.Rho})
 	}
 	rec.TenantWeights = pr.weighted
 	rec.Tenants = pr.tenants

@@ -85,6 +85,10 @@ const (
 	CodeParkedByOperator allocator.ReasonCode = "ParkedByOperator"
 )
 
+// CodeUnhealthyGPU: the job's allocation holds a GPU Nomad reports
+// unhealthy; the round parks it so that it restarts on a healthy one.
+const CodeUnhealthyGPU allocator.ReasonCode = "UnhealthyGPU"
+
 // StatusParked is the ledger status of a job an operator parked.
 const StatusParked = "parked"
 

@@ -33,6 +33,9 @@ type Job struct {
 	// finished (pending or running); RunningModel is the GPU model they hold.
 	Allocs       []string
 	RunningModel string
+	// UnhealthyGPU is true when one of Allocs holds a GPU that Nomad reports
+	// unhealthy: Nomad leaves the allocation there, so the round parks it.
+	UnhealthyGPU bool
 	// Finished is true once an allocation the job meant to run completed,
 	// or, with Failed, once one failed and Nomad gave the job up (dead).
 	Finished bool

@@ -72,7 +72,7 @@ func jobKey(ns, id string) string { return ns + "/" + id }
 // allocations.
 func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 	snap := &loop.Snapshot{WatchCalls: int(c.watchCalls.Swap(0))}
-	models, calls, err := c.capacity(ctx)
+	models, unhealthy, calls, err := c.capacity(ctx)
 	snap.Calls += calls
 	if err != nil {
 		return nil, err
@@ -147,6 +147,7 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 			j.ModifyIndex = *job.JobModifyIndex
 		}
 		observeAllocs(&j, byJob[key], dead[key])
+		j.UnhealthyGPU = holdsUnhealthy(byJob[key], unhealthy)
 		snap.Jobs = append(snap.Jobs, j)
 	}
 	sort.Slice(snap.Jobs, func(a, b int) bool { return snap.Jobs[a].ID < snap.Jobs[b].ID })
@@ -196,6 +197,34 @@ func observeAllocs(j *loop.Job, allocs []*api.AllocationListStub, dead bool) {
 	}
 }
 
+// unhealthyGPUs are, per node ID, the GPU instance IDs Nomad reports
+// unhealthy (fake GPUs share UUIDs across nodes, so the node is part of the key).
+type unhealthyGPUs map[string]map[string]bool
+
+// holdsUnhealthy reports whether a live allocation (meant to run, pending or
+// running) holds a GPU its node reports unhealthy: Nomad does not move it.
+func holdsUnhealthy(allocs []*api.AllocationListStub, bad unhealthyGPUs) bool {
+	for _, a := range allocs {
+		live := a.ClientStatus == api.AllocClientStatusPending || a.ClientStatus == api.AllocClientStatusRunning
+		if a.DesiredStatus != api.AllocDesiredStatusRun || !live || a.AllocatedResources == nil || bad[a.NodeID] == nil {
+			continue
+		}
+		for _, t := range a.AllocatedResources.Tasks {
+			for _, d := range t.Devices {
+				if d == nil || d.Vendor != GPUVendor || d.Type != GPUType {
+					continue
+				}
+				for _, id := range d.DeviceIDs {
+					if bad[a.NodeID][id] {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
 func allocModel(a *api.AllocationListStub) string {
 	if a.AllocatedResources == nil {
 		return ""
@@ -211,16 +240,17 @@ func allocModel(a *api.AllocationListStub) string {
 }
 
 // capacity counts healthy GPUs per model on ready, eligible, undrained
-// nodes of the GPU pool (every node without one). It asks for node
-// resources in the list (one call); a node the list shows without
-// resources is read on its own.
-func (c *Client) capacity(ctx context.Context) ([]allocator.Model, int, error) {
+// nodes of the GPU pool (every node without one), and returns the unhealthy
+// ones by node. It asks for node resources in the list (one call); a node
+// the list shows without resources is read on its own.
+func (c *Client) capacity(ctx context.Context) ([]allocator.Model, unhealthyGPUs, int, error) {
 	calls := 1
 	nodes, _, err := c.nomad.Nodes().List((&api.QueryOptions{Params: map[string]string{"resources": "true"}}).WithContext(ctx))
 	if err != nil {
-		return nil, calls, fmt.Errorf("listing nodes: %w", needs(err, capNodeRead))
+		return nil, nil, calls, fmt.Errorf("listing nodes: %w", needs(err, capNodeRead))
 	}
 	gpus := map[string]int{}
+	bad := unhealthyGPUs{}
 	outside := 0
 	for _, n := range nodes {
 		if n.Status != api.NodeStatusReady || n.SchedulingEligibility != api.NodeSchedulingEligible || n.Drain {
@@ -231,7 +261,7 @@ func (c *Client) capacity(ctx context.Context) ([]allocator.Model, int, error) {
 			node, _, err := c.nomad.Nodes().Info(n.ID, (&api.QueryOptions{}).WithContext(ctx))
 			calls++
 			if err != nil {
-				return nil, calls, fmt.Errorf("reading node %s: %w", n.ID, needs(err, capNodeRead))
+				return nil, nil, calls, fmt.Errorf("reading node %s: %w", n.ID, needs(err, capNodeRead))
 			}
 			res = node.NodeResources
 		}
@@ -245,7 +275,12 @@ func (c *Client) capacity(ctx context.Context) ([]allocator.Model, int, error) {
 			}
 			for _, inst := range d.Instances {
 				switch {
-				case inst == nil || !inst.Healthy:
+				case inst == nil:
+				case !inst.Healthy:
+					if bad[n.ID] == nil {
+						bad[n.ID] = map[string]bool{}
+					}
+					bad[n.ID][inst.ID] = true
 				case in:
 					gpus[d.Name]++
 				default:
@@ -262,7 +297,7 @@ func (c *Client) capacity(ctx context.Context) ([]allocator.Model, int, error) {
 	}
 	sort.Slice(models, func(a, b int) bool { return models[a].Name < models[b].Name })
 	c.warnPool(poolWarning(c.pool, inside, outside))
-	return models, calls, nil
+	return models, bad, calls, nil
 }
 
 // warnPool logs a warning about the GPU pool when it differs from the last
@@ -302,7 +337,10 @@ func poolWarning(pool string, inside, outside int) string {
 // the job already shows costs no call.
 func (c *Client) Apply(ctx context.Context, p *loop.Plan) loop.ApplyResult {
 	var res loop.ApplyResult
-	for _, ch := range p.Changes() {
+	changes := p.Changes()
+	// With one "applied" line per change, it tells how far an apply got.
+	c.log.Trace("applying", "changes", len(changes))
+	for _, ch := range changes {
 		if err := c.apply(ctx, ch, &res); err != nil {
 			if errors.Is(err, errConflict) {
 				res.Conflicts = append(res.Conflicts, ch.Job.ID)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -25,6 +26,9 @@ type Config struct {
 	// Fake, when not empty, presents these GPUs through an in-process NVML instead of the
 	// machine's.
 	Fake []devices.FakeGPU
+	// FakeHealthFile, when not empty, is the fake's health control file: the GPUs it lists
+	// report a critical XID and are unhealthy until unlisted (devices.ParseFakeHealth).
+	FakeHealthFile string
 }
 
 // Defaults, also declared in the config schema (see ConfigSchema).
@@ -81,6 +85,7 @@ func ParseConfig(msgpack []byte) (Config, error) {
 		}
 		if v, ok := top["fake"]; ok && v != nil {
 			cfg.Fake = p.fake("fake", v)
+			cfg.FakeHealthFile = p.healthFile("fake.health_file", v)
 		}
 	}
 	if len(p.errs) > 0 {
@@ -225,7 +230,7 @@ func (p *parser) fake(field string, v any) []devices.FakeGPU {
 	if !ok {
 		return nil
 	}
-	p.unknownKeys(field, m, "gpu")
+	p.unknownKeys(field, m, "gpu", "health_file")
 	gpuField := join(field, "gpu")
 	raw, ok := m["gpu"]
 	if !ok || raw == nil {
@@ -291,6 +296,23 @@ func (p *parser) fake(field string, v any) []devices.FakeGPU {
 		out = append(out, gpu)
 	}
 	return out
+}
+
+// healthFile reads the fake block's health_file: an absolute path, or absent.
+func (p *parser) healthFile(field string, fake any) string {
+	m, ok := fake.(map[string]any)
+	if !ok || m["health_file"] == nil {
+		return ""
+	}
+	s, ok := p.string(field, m["health_file"])
+	switch {
+	case !ok || s == "":
+	case !filepath.IsAbs(s) || filepath.Clean(s) != s:
+		p.fail(field, "must be an absolute, clean path such as \"/run/nomad-device-fft/unhealthy\", got %q", s)
+	default:
+		return s
+	}
+	return ""
 }
 
 // maxFakeCount bounds a fake model's count: enough for any real node, small enough that a

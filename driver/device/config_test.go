@@ -2,6 +2,7 @@ package device
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,11 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "fake health file",
+			in:   map[string]any{"fake": map[string]any{"health_file": "/run/fft/unhealthy", "gpu": []any{map[string]any{"model": "NVIDIA H100 80GB HBM3"}}}},
+			want: Config{Enabled: true, FingerprintPeriod: time.Minute, Fake: []devices.FakeGPU{{Model: "NVIDIA H100 80GB HBM3", Count: 1}}, FakeHealthFile: "/run/fft/unhealthy"},
+		},
+		{
 			name: "count defaults to 1",
 			in:   map[string]any{"fake": map[string]any{"gpu": []any{map[string]any{"model": "NVIDIA H100 80GB HBM3"}}}},
 			want: Config{Enabled: true, FingerprintPeriod: time.Minute, Fake: []devices.FakeGPU{{Model: "NVIDIA H100 80GB HBM3", Count: 1}}},
@@ -101,6 +107,9 @@ func TestParseConfigRefuses(t *testing.T) {
 		{"negative memory", map[string]any{"fake": map[string]any{"gpu": []any{map[string]any{"model": "Tesla T4", "memory_mib": -1}}}}, []string{"fake.gpu[0].memory_mib"}, "must not be negative"},
 		{"bad compute capability", map[string]any{"fake": map[string]any{"gpu": []any{map[string]any{"model": "Tesla T4", "memory_mib": 15360, "compute_capability": "seven"}}}}, []string{"fake.gpu[0].compute_capability"}, `"seven" is not of the form`},
 		{"empty fake", map[string]any{"fake": map[string]any{"gpu": []any{}}}, []string{"fake.gpu"}, "at least one gpu block"},
+		{"relative health file", map[string]any{"fake": map[string]any{"health_file": "unhealthy", "gpu": []any{map[string]any{"model": "NVIDIA A30-PCIE-24GB"}}}}, []string{"fake.health_file"}, `fake.health_file: must be an absolute, clean path`},
+		{"unclean health file", map[string]any{"fake": map[string]any{"health_file": "/run/../x", "gpu": []any{map[string]any{"model": "NVIDIA A30-PCIE-24GB"}}}}, []string{"fake.health_file"}, `got "/run/../x"`},
+		{"health file not string", map[string]any{"fake": map[string]any{"health_file": 1, "gpu": []any{map[string]any{"model": "NVIDIA A30-PCIE-24GB"}}}}, []string{"fake.health_file"}, "must be a string"},
 		{"enabled not bool", map[string]any{"enabled": "yes"}, []string{"enabled"}, "enabled: must be a bool, got a string"},
 		{"ignored ids not list", map[string]any{"ignored_gpu_ids": "GPU-a"}, []string{"ignored_gpu_ids"}, "must be a list of strings"},
 		{"empty ignored id", map[string]any{"ignored_gpu_ids": []any{"GPU-a", ""}}, []string{"ignored_gpu_ids[1]"}, "ignored_gpu_ids[1]: must not be empty"},
@@ -153,6 +162,7 @@ func FuzzParseConfig(f *testing.F) {
 		map[string]any{"enabled": true, "ignored_gpu_ids": []any{"GPU-a"}, "fingerprint_period": "30s"},
 		map[string]any{"fake": v100(2)},
 		map[string]any{"fake": v100(-1)},
+		map[string]any{"fake": map[string]any{"health_file": "/x/../y", "gpu": []any{map[string]any{"model": "NVIDIA A30-PCIE-24GB"}}}},
 		map[string]any{"fake": map[string]any{"gpu": []any{map[string]any{"model": "NVIDIA H100 80GB HBM3", "count": 8}}}},
 		map[string]any{"fingerprint_period": "soon", "x": []any{1, "a", nil}},
 		[]any{"not", "an", "object"},
@@ -173,6 +183,9 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		if cfg.FingerprintPeriod < MinFingerprintPeriod {
 			t.Fatalf("accepted fingerprint_period %s", cfg.FingerprintPeriod)
+		}
+		if h := cfg.FakeHealthFile; h != "" && (!filepath.IsAbs(h) || filepath.Clean(h) != h) {
+			t.Fatalf("accepted health_file %q", h)
 		}
 		for i, g := range cfg.Fake {
 			if err := g.Validate(); err != nil {

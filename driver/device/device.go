@@ -51,6 +51,7 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewLiteral(`"1m"`),
 	),
 	"fake": hclspec.NewBlock("fake", false, hclspec.NewObject(map[string]*hclspec.Spec{
+		"health_file": hclspec.NewAttr("health_file", "string", false),
 		"gpu": hclspec.NewBlockList("gpu", hclspec.NewObject(map[string]*hclspec.Spec{
 			"model": hclspec.NewAttr("model", "string", true),
 			"count": hclspec.NewDefault(
@@ -68,6 +69,10 @@ type OpenFunc func(cfg Config, logger hclog.Logger) (devices.Source, error)
 
 // OpenSource is the default OpenFunc: the fake NVML when cfg.Fake is set, else the machine's.
 func OpenSource(cfg Config, logger hclog.Logger) (devices.Source, error) {
+	if len(cfg.Fake) > 0 && cfg.FakeHealthFile != "" {
+		src, _, err := devices.NewFakeSourceWithHealthFile(cfg.Fake, cfg.FakeHealthFile, logger.Named("fake_nvml"))
+		return src, err
+	}
 	if len(cfg.Fake) > 0 {
 		src, _, err := devices.NewFakeSource(cfg.Fake, logger.Named("fake_nvml"))
 		return src, err
@@ -169,7 +174,7 @@ func (p *Plugin) SetConfig(c *base.Config) error {
 		}
 	}
 	p.logger.Info("configured", "enabled", cfg.Enabled, "fingerprint_period", cfg.FingerprintPeriod,
-		"ignored_gpu_ids", len(cfg.IgnoredGPUIDs), "fake_models", len(cfg.Fake))
+		"ignored_gpu_ids", len(cfg.IgnoredGPUIDs), "fake_models", len(cfg.Fake), "fake_health_file", cfg.FakeHealthFile)
 	return nil
 }
 

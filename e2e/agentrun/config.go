@@ -57,6 +57,8 @@ type FakeGPU struct {
 	MemoryMiB int
 	// Extra is more HCL inside the gpu block, for the attributes this type does not name.
 	Extra string
+	// HealthFile is the fake block's health_file ("": none): the GPUs it lists are unhealthy.
+	HealthFile string
 }
 
 // nomadCommon is the part of every Nomad agent's configuration that says who and where it is:
@@ -118,7 +120,10 @@ server {
 // NomadClientConfig is a Nomad client's configuration: raw_exec without cgroups (tasks that
 // open GPU device files need that) and the device plugin with the client's fake GPUs.
 func NomadClientConfig(c NomadClient) string {
-	var pool, gpu string
+	var pool, gpu, health string
+	if c.GPU.HealthFile != "" {
+		health = "\n      health_file = " + quote(c.GPU.HealthFile)
+	}
 	if c.NodePool != "" {
 		pool = "\n  node_pool         = " + quote(c.NodePool)
 	}
@@ -148,7 +153,7 @@ plugin "raw_exec" {
 plugin %s {
   config {
     fingerprint_period = "5s"
-    fake {
+    fake {%s
       gpu {
         model      = %s
         count      = %d%s
@@ -156,7 +161,7 @@ plugin %s {
     }
   }
 }
-`, quote(c.PluginDir), quote(c.Server), pool, quote(c.CgroupParent), quote(PluginName), quote(c.GPU.Model), c.GPU.Count, gpu) + c.Extra
+`, quote(c.PluginDir), quote(c.Server), pool, quote(c.CgroupParent), quote(PluginName), health, quote(c.GPU.Model), c.GPU.Count, gpu) + c.Extra
 }
 
 // ConsulPorts are the ports a Consul dev agent binds (DNS and gRPC are off).

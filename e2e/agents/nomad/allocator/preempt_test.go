@@ -22,6 +22,8 @@ type roundLine struct {
 	Action    string  `json:"action"`
 	RhoBefore float64 `json:"rho_before"`
 	RhoAfter  float64 `json:"rho_after"`
+	// ReasonCode is why a job waits (UnhealthyGPU, ParkedByOperator, …).
+	ReasonCode string `json:"reason_code"`
 }
 
 type roundRec struct {

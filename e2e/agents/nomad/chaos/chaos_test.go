@@ -48,6 +48,9 @@ type version struct {
 	faults map[string]int
 	// settle is how long the jobs get to finish after the last fault.
 	settle time.Duration
+	// reserve is how many jobs the faults' regular arrivals leave for apply-targeted faults
+	// (two each), so that those come while jobs are left.
+	reserve int
 }
 
 // The kinds of fault.
@@ -60,11 +63,13 @@ const (
 )
 
 var (
+	// short is one fault of each kind: under 3 minutes on a loaded 2-core machine (a kill
+	// costs about 25 s, the leader lock's TTL twice over, as Consul expires sessions).
 	short = version{name: "short", replicas: 2, jobs: 8, settle: 120 * time.Second, faults: map[string]int{
-		faultKillLeader: 2, faultRestartConsul: 1, faultRestartNomad: 1, faultCrashClient: 1, faultDrainNode: 1,
+		faultKillLeader: 1, faultRestartConsul: 1, faultRestartNomad: 1, faultCrashClient: 1, faultDrainNode: 1, faultGPUUnhealthy: 1, faultRevokeToken: 1,
 	}}
-	long = version{name: "long", replicas: 3, jobs: 24, settle: 300 * time.Second, faults: map[string]int{
-		faultKillLeader: 20, faultRestartConsul: 3, faultRestartNomad: 2, faultCrashClient: 2, faultDrainNode: 2,
+	long = version{name: "long", replicas: 3, jobs: 32, reserve: 12, settle: 300 * time.Second, faults: map[string]int{
+		faultKillLeader: 20, faultRestartConsul: 3, faultRestartNomad: 2, faultCrashClient: 2, faultDrainNode: 2, faultGPUUnhealthy: 3, faultRevokeToken: 3,
 	}}
 )
 
@@ -118,26 +123,29 @@ func TestChaos(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("timing: stack up and a leader in %s", time.Since(began).Round(100*time.Millisecond))
 	pr := &progressPoller{st: st, samples: map[string][]sample{}, stop: make(chan struct{})}
 	pr.wg.Add(1)
 	go pr.run()
 
 	jobspec := trainJobspec(t)
 	work := map[string]float64{}
-	submit := func(n int) {
-		for ; n > 0 && len(work) < v.jobs; n-- {
+	submit := func(n int) (submitted int) {
+		for ; n > 0 && len(work) < v.jobs; n, submitted = n-1, submitted+1 {
 			id := fmt.Sprintf("chaos-%02d", len(work))
 			seconds, gpus := 12+rng.Intn(13), 1+rng.Intn(2)
 			job, err := parseJob(st.API, jobspec, id, st.jobVars(seconds, gpus))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := st.API.Jobs().Register(job, nil); err != nil {
+			// fftctl report in the task writes its progress with the reporter token.
+			if _, _, err := st.API.Jobs().Register(withEnv(job, "CONSUL_HTTP_TOKEN", st.reporter), nil); err != nil {
 				t.Fatalf("registering %s: %v", id, err)
 			}
 			work["default/"+id] = float64(seconds)
 			t.Logf("job %s: %d s of work on %d GPUs", id, seconds, gpus)
 		}
+		return submitted
 	}
 	submit(v.jobs / 2)
 
@@ -148,13 +156,36 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
-	perFault := (v.jobs - v.jobs/2 + len(kinds) - 1) / max(1, len(kinds))
+	perFault := (v.jobs - v.jobs/2 - v.reserve + len(kinds) - 1) / max(1, len(kinds))
 	for i, kind := range kinds {
-		st.inject(t, rng, i, kind)
-		submit(perFault)
+		f0 := time.Now()
+		// Jobs submitted just before an apply-targeted fault give that round two starts.
+		target := drawTarget(rng)
+		if target == targetApply && len(work) >= v.jobs {
+			// No job left to arrive: an apply may not come at all.
+			target = targets[rng.Intn(len(targets)-1)+1]
+			if target == targetApply {
+				target = targetTiming
+			}
+		}
+		var arrive func() int
+		switch {
+		case target == targetApply:
+			arrive = func() int { return submit(2) }
+		case kind == faultGPUUnhealthy:
+			// A job to move off the GPU, when none runs.
+			arrive = func() int { return submit(1) }
+		}
+		st.inject(t, rng, i, kind, target, arrive)
+		t.Logf("timing: fault %d (%s) took %s, recovery included", i, kind, time.Since(f0).Round(100*time.Millisecond))
+		if len(work)+perFault <= v.jobs-v.reserve {
+			submit(perFault)
+		}
 	}
 	submit(v.jobs)
+	settling := time.Now()
 	t.Logf("%d faults injected in %s", len(kinds), time.Since(began).Round(time.Second))
+	t.Log(hitSummary(st.hits))
 
 	// Let the jobs finish, then stop the allocators so that nothing changes while reading. A
 	// job that does not finish is for the invariants to judge; its allocations are logged.
@@ -173,19 +204,26 @@ func TestChaos(t *testing.T) {
 	for _, id := range left {
 		t.Logf("%s did not finish within %s after the last fault:\n%s", id, v.settle, st.describe(strings.TrimPrefix(id, "default/")))
 	}
+	t.Logf("timing: the jobs finished %s after the last fault", time.Since(settling).Round(100*time.Millisecond))
+	st.waitHealthyAgain(t)
 	// The round that sees the last finish records it.
 	st.waitRounds(t, st.nextRound(), 2, 30*time.Second, "the rounds after the last finish")
+	var stopping sync.WaitGroup
 	for _, p := range st.replicas {
-		p.Stop()
+		stopping.Add(1)
+		go func() { defer stopping.Done(); p.Stop() }()
 	}
+	stopping.Wait()
 	close(pr.stop)
 	pr.wg.Wait()
 
+	t.Logf("timing: stopped %s after the last fault", time.Since(settling).Round(100*time.Millisecond))
 	e := st.collect(t, work, pr)
 	violations, checked := e.check()
 	for _, c := range checked {
 		t.Logf("invariant checked: %s", c)
 	}
+	t.Log(hitSummary(st.hits))
 	t.Logf("chaos %s: seed %d, %d faults, %d jobs, %d rounds (%d left as intents), %d allocations, %d progress samples, %d violations, wall %s",
 		v.name, seed, len(kinds), len(work), len(e.rounds), intents(e.rounds), len(e.allocs), pr.count(), len(violations),
 		time.Since(began).Round(time.Second))
@@ -206,26 +244,48 @@ func intents(rounds []*roundRec) int {
 
 // inject waits for the next round to start, then for a random part of the round, and injects
 // one fault of kind; it returns once the allocator runs rounds again.
-func (st *stack) inject(t *testing.T, rng *rand.Rand, i int, kind string) {
+func (st *stack) inject(t *testing.T, rng *rand.Rand, i int, kind, target string, arrive func() int) {
 	t.Helper()
 	from := st.nextRound()
 	if from < 0 {
 		from = st.waitRounds(t, 0, 0, 60*time.Second, "the ledger is readable")
 	}
 	at := st.waitRounds(t, from, 1, 60*time.Second, "a round boundary before the fault")
-	when := st.faultTime(rng)
-	time.Sleep(time.Until(when.at))
+	var when fmt.Stringer
+	tailed := ""
+	if target == targetTiming {
+		m := st.faultTime(rng)
+		time.Sleep(time.Until(m.at))
+		when = m
+	} else {
+		var missed string
+		tailed, missed = st.waitPhase(target, arrive)
+		when = phaseMoment{target: target, missed: missed}
+		if missed != "" {
+			tailed = ""
+		}
+	}
+	// The phase the leader is in as the fault begins; a killed leader's is read from its log
+	// once dead.
+	hit := ""
+	if kind != faultKillLeader {
+		hit = "leader: " + st.leaderPhase(st.leader())
+	}
 	what := ""
 	switch kind {
 	case faultKillLeader:
-		var id string
+		id := tailed
 		testenv.Eventually(t, 60*time.Second, 100*time.Millisecond, "a leader to kill", func() error {
-			if id = st.leader(); id == "" {
+			if id == "" {
+				id = st.leader()
+			}
+			if id == "" {
 				return fmt.Errorf("no leader")
 			}
 			return nil
 		})
 		st.replicas[id].Kill()
+		hit = st.leaderPhase(id)
 		if err := st.replicas[id].StartAgain(); err != nil {
 			t.Fatal(err)
 		}
@@ -257,6 +317,10 @@ func (st *stack) inject(t *testing.T, rng *rand.Rand, i int, kind string) {
 		}
 		st.waitNode(t, c.Name)
 		what = fmt.Sprintf("%s down %s", c.Name, down)
+	case faultRevokeToken:
+		what = st.injectRevokeToken(t, rng)
+	case faultGPUUnhealthy:
+		what = st.injectGPUUnhealthy(t, rng, arrive)
 	case faultDrainNode:
 		c := st.clients[rng.Intn(len(st.clients))]
 		id := st.NodeIDs[c.Name]
@@ -281,9 +345,34 @@ func (st *stack) inject(t *testing.T, rng *rand.Rand, i int, kind string) {
 	default:
 		t.Fatalf("unknown fault %q", kind)
 	}
-	t.Logf("fault %d: %s %s, %s (round %d)", i, kind, what, when, at)
+	t.Logf("fault %d: %s %s, %s (round %d); hit: %s", i, kind, what, when, at, hit)
+	st.hits = append(st.hits, faultHit{kind: kind, target: target, hit: hit})
 	// Recovered once two more rounds are recorded (a standby takes the lead within the TTL).
 	st.waitRounds(t, st.nextRound(), 2, 90*time.Second, "rounds after "+kind)
+}
+
+// phaseMoment is a fault injected on a phase line of the leader's log.
+type phaseMoment struct{ target, missed string }
+
+func (m phaseMoment) String() string {
+	if m.missed != "" {
+		return fmt.Sprintf("aimed at %s but %s: injected then", m.target, m.missed)
+	}
+	return fmt.Sprintf("on the leader's %s line", m.target)
+}
+
+// faultHit is one injected fault: its kind, its target and the phase it hit.
+type faultHit struct{ kind, target, hit string }
+
+// hitSummary counts the faults by kind, by target and by phase hit, for the run's log.
+func hitSummary(hits []faultHit) string {
+	byKind, byTarget, byHit := map[string]int{}, map[string]int{}, map[string]int{}
+	for _, h := range hits {
+		byKind[h.kind]++
+		byTarget[h.target]++
+		byHit[h.hit]++
+	}
+	return fmt.Sprintf("faults by kind %v; by target %v; by phase hit %v", byKind, byTarget, byHit)
 }
 
 // faultMoment is when a fault hits, relative to the round.
@@ -323,7 +412,7 @@ func (st *stack) faultTime(rng *rand.Rand) faultMoment {
 
 // lastRound returns the start of the last recorded round and how long its phases took.
 func (st *stack) lastRound() (time.Time, time.Duration, bool) {
-	kv, err := kvList(st.consul.HTTP, prefix+"/ledger")
+	kv, err := st.kvList(prefix + "/ledger")
 	if err != nil || kv[""] == nil {
 		return time.Time{}, 0, false
 	}
@@ -334,7 +423,7 @@ func (st *stack) lastRound() (time.Time, time.Duration, bool) {
 	if json.Unmarshal(kv[""], &l) != nil || l.Round == 0 {
 		return time.Time{}, 0, false
 	}
-	rec, err := kvList(st.consul.HTTP, fmt.Sprintf("%s/rounds/%012d", prefix, l.Round-1))
+	rec, err := st.kvList(fmt.Sprintf("%s/rounds/%012d", prefix, l.Round-1))
 	if err != nil || rec[""] == nil {
 		return time.Time{}, 0, false
 	}
@@ -430,7 +519,7 @@ func (p *progressPoller) run() {
 			return
 		case <-time.After(250 * time.Millisecond):
 		}
-		kv, err := kvList(p.st.consul.HTTP, prefix+"/progress/")
+		kv, err := p.st.kvList(prefix + "/progress/")
 		if err != nil {
 			continue // Consul is down
 		}
@@ -470,7 +559,7 @@ func (p *progressPoller) count() int {
 // collect reads the evidence of the run.
 func (st *stack) collect(t *testing.T, work map[string]float64, pr *progressPoller) *evidence {
 	t.Helper()
-	e := &evidence{work: work, ledger: map[string]jobRec{}, samples: pr.samples, applies: map[int]int{}, capacity: map[string]int{}}
+	e := &evidence{work: work, ledger: map[string]jobRec{}, samples: pr.samples, applies: map[int]int{}, capacity: map[string]int{}, flips: st.flips, revocations: st.revocations}
 	for _, c := range st.clients {
 		e.capacity[c.Model] += c.Count
 	}
@@ -484,11 +573,11 @@ func (st *stack) collect(t *testing.T, work map[string]float64, pr *progressPoll
 		if _, ok := work[id]; !ok {
 			continue
 		}
-		a := allocRec{ID: s.ID, Job: id, Created: time.Unix(0, s.CreateTime), Desired: s.DesiredStatus, Client: s.ClientStatus}
+		a := allocRec{ID: s.ID, Job: id, Node: s.NodeID, Created: time.Unix(0, s.CreateTime), Desired: s.DesiredStatus, Client: s.ClientStatus}
 		if s.AllocatedResources != nil {
 			for _, tr := range s.AllocatedResources.Tasks {
 				for _, d := range tr.Devices {
-					a.Model, a.GPUs = d.Name, len(d.DeviceIDs)
+					a.Model, a.GPUs, a.DeviceIDs = d.Name, len(d.DeviceIDs), d.DeviceIDs
 				}
 			}
 		}
@@ -500,7 +589,7 @@ func (st *stack) collect(t *testing.T, work map[string]float64, pr *progressPoll
 		}
 		e.allocs = append(e.allocs, a)
 	}
-	rounds, err := kvList(st.consul.HTTP, prefix+"/rounds/")
+	rounds, err := st.kvList(prefix + "/rounds/")
 	if err != nil {
 		t.Fatalf("reading the audit log: %v", err)
 	}
@@ -517,7 +606,7 @@ func (st *stack) collect(t *testing.T, work map[string]float64, pr *progressPoll
 		}
 		e.rounds = append(e.rounds, &r)
 	}
-	jobs, err := kvList(st.consul.HTTP, prefix+"/jobs/")
+	jobs, err := st.kvList(prefix + "/jobs/")
 	if err != nil {
 		t.Fatalf("reading the ledger: %v", err)
 	}
@@ -537,6 +626,17 @@ func (st *stack) collect(t *testing.T, work map[string]float64, pr *progressPoll
 			t.Fatalf("reading %s: %v", path, err)
 		}
 		countApplies(string(b), e.applies)
+		for _, line := range strings.Split(string(b), "\n") {
+			if deniedLine.MatchString(line) {
+				if e.deniedFailures == 0 {
+					t.Logf("Consul refused the allocators, e.g.: %s", line)
+				}
+				e.deniedFailures++
+			}
+		}
+	}
+	if len(e.revocations) > 0 {
+		t.Logf("%d allocator log lines report Consul's refusal", e.deniedFailures)
 	}
 	return e
 }

@@ -47,6 +47,8 @@ type allocRec struct {
 	ID, Job       string // Job is "namespace/job"
 	Model         string
 	GPUs          int
+	Node          string
+	DeviceIDs     []string // the GPU instances it holds
 	Created       time.Time
 	Started, Done time.Time // zero when the task never started or has not ended
 	Desired       string
@@ -75,6 +77,12 @@ type evidence struct {
 	applies map[int]int
 	// capacity is each model's GPUs with every client up.
 	capacity map[string]int
+	// flips are the GPUs made unhealthy (gpu-unhealthy faults).
+	flips []flip
+	// revocations are the windows without the allocators' Consul token; deniedFailures
+	// counts the allocator log lines that report Consul's ACL refusal.
+	revocations    []revocation
+	deniedFailures int
 }
 
 // check runs every invariant and returns the violations, one line each, and the names of the
@@ -90,6 +98,8 @@ func (e *evidence) check() (violations []string, checked []string) {
 		{"every round recorded once and applied at most once", e.roundsOnce},
 		{"the ledger equals the one recomputed from the audit log", e.ledgerFromAudit},
 		{"no progress went backwards except to its last checkpoint", e.progressMonotone},
+		{"an unhealthy GPU shrank its model's capacity and its jobs moved off it", e.gpuFlipsHonoured},
+		{"no round was recorded while the allocators' Consul token was revoked, the replicas counted failed rounds naming Consul's refusal and logged it", e.revokedRoundsFailed},
 	} {
 		checked = append(checked, inv.name)
 		for _, v := range inv.f() {

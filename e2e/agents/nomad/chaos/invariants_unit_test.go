@@ -12,6 +12,7 @@ func TestInvariantsCatchViolations(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	const a100 = modelA100
+	const denied = `claiming the round: Unexpected response code: 403 (ACL not found)`
 	clean := func() *evidence {
 		r0 := &roundRec{Round: 0, start: at(0), Assignment: map[string]string{"default/j": a100}, Usage: map[string]int{a100: 2}}
 		r0.Models = append(r0.Models, struct {
@@ -28,13 +29,15 @@ func TestInvariantsCatchViolations(t *testing.T) {
 		return &evidence{
 			work: map[string]float64{"default/j": 10},
 			allocs: []allocRec{{ID: "0123456789", Job: "default/j", Model: a100, GPUs: 2, Created: at(0.1), Started: at(0.5), Done: at(11),
-				Desired: "run", Client: "complete"}},
+				Desired: "run", Client: "complete", Node: "n1", DeviceIDs: []string{"GPU-x", "GPU-y"}}},
 			rounds:   []*roundRec{r0, r1},
 			ledger:   map[string]jobRec{"default/j": {Rho: 0.5, RoundsRun: 1, Status: "finished"}},
 			next:     2,
 			samples:  map[string][]sample{"default/j": {{at(3), 2, -1}, {at(6), 5, 4}, {at(7), 4.5, 4}, {at(11), 10, 4}}},
 			applies:  map[int]int{0: 1, 1: 1},
 			capacity: map[string]int{a100: 2},
+			// Flipped after the job ended, with no round in the window.
+			flips: []flip{{Node: "n1", Client: "c", Model: a100, GPU: "GPU-x", From: at(20), Unlisted: at(30)}},
 		}
 	}
 	if v, _ := clean().check(); len(v) != 0 {
@@ -58,6 +61,26 @@ func TestInvariantsCatchViolations(t *testing.T) {
 		{"round missing", func(e *evidence) { e.next = 3 }, "round 2 is missing"},
 		{"applied twice", func(e *evidence) { e.applies[1] = 2 }, "round 1 was applied 2 times"},
 		{"ledger differs", func(e *evidence) { e.ledger["default/j"] = jobRec{Rho: 0.7, RoundsRun: 1, Status: "finished"} }, "ledger rho 0.7"},
+		{"capacity kept while a GPU was unhealthy", func(e *evidence) { e.flips[0].From, e.flips[0].Unlisted = at(1), at(3) }, "round 1 saw 2 GPUs"},
+		{"job left on an unhealthy GPU", func(e *evidence) {
+			e.flips[0].From, e.flips[0].Unlisted, e.allocs[0].Done = at(0.6), at(1), time.Time{}
+		}, "was not moved within"},
+		{"job started on an unhealthy GPU", func(e *evidence) { e.flips[0].From, e.flips[0].Unlisted = at(-2), at(1) }, "started on unhealthy GPU-x"},
+		{"recorded while the token was revoked", func(e *evidence) {
+			e.revocations, e.deniedFailures = []revocation{{From: at(0.5), To: at(3), RoundBefore: 1, RoundDuring: 1, Failures: 2, LastError: denied}}, 2
+		}, "round 1 started at"},
+		{"ledger advanced while revoked", func(e *evidence) {
+			e.revocations, e.deniedFailures = []revocation{{From: at(20), To: at(30), RoundBefore: 2, RoundDuring: 4, Failures: 2, LastError: denied}}, 2
+		}, "from round 2 to 4"},
+		{"no refusal logged", func(e *evidence) {
+			e.revocations = []revocation{{From: at(20), To: at(30), RoundBefore: 2, RoundDuring: 2, Failures: 2, LastError: denied}}
+		}, "no replica logged"},
+		{"no failed round counted", func(e *evidence) {
+			e.revocations, e.deniedFailures = []revocation{{From: at(20), To: at(30), RoundBefore: 2, RoundDuring: 2, LastError: denied}}, 2
+		}, "counted 0 failed rounds"},
+		{"failure not naming the refusal", func(e *evidence) {
+			e.revocations, e.deniedFailures = []revocation{{From: at(20), To: at(30), RoundBefore: 2, RoundDuring: 2, Failures: 3, LastError: "timeout"}}, 2
+		}, `last error "timeout"`},
 		{"progress below checkpoint", func(e *evidence) { e.samples["default/j"][2].done = 3 }, "progress went from 5 to 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -45,36 +45,66 @@ type stack struct {
 	ckptDir  string
 	clients  []testenv.FakeGPUClient
 	replicas map[string]*testenv.Process
+	// statusURL is each replica's GET /v1/status (its rounds and failures since its start).
+	statusURL map[string]string
+	// allocConsul and allocNomad are the allocators' ACL tokens (the shipped policies),
+	// reporter the training tasks' Consul token.
+	allocConsul consulToken
+	allocNomad  string
+	reporter    string
+	// revocations are the revoke-token faults injected so far.
+	revocations []revocation
+	// hits are the faults injected so far, with the phase each hit.
+	hits []faultHit
+	// flips are the gpu-unhealthy faults injected so far.
+	flips []flip
 }
 
 func startStack(t *testing.T, replicas int) *stack {
 	t.Helper()
+	began := time.Now()
 	nomad := testenv.RequireNomad(t)
 	consul := testenv.RequireConsul(t)
+	bins := testenv.MainBinaries(t, "fft-allocator", "fftctl")
 	st := &stack{
-		bin: testenv.MainBinary(t, "fft-allocator"), fftctl: testenv.MainBinary(t, "fftctl"),
-		root: testenv.TempDir(t), replicas: map[string]*testenv.Process{},
+		bin: bins[0], fftctl: bins[1],
+		root: testenv.TempDir(t), replicas: map[string]*testenv.Process{}, statusURL: map[string]string{},
 		clients: []testenv.FakeGPUClient{
 			{Name: "a100-1", Model: modelA100, Count: 2, NodePool: gpuPool},
 			{Name: "a100-2", Model: modelA100, Count: 2, NodePool: gpuPool},
 			{Name: "v100", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`, NodePool: gpuPool},
 		},
 	}
+	for i := range st.clients {
+		st.clients[i].HealthFile = st.healthFile(st.clients[i].Name)
+	}
 	st.ckptDir = filepath.Join(st.root, "checkpoints")
 	if err := os.MkdirAll(st.ckptDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	st.consul = testenv.StartConsulServer(t, consul, st.root)
-	st.Cluster = testenv.StartClusterWith(t, nomad, st.root, st.clients, testenv.ClusterOptions{ServerExtra: serverHeartbeat})
+	// ACLs on, default deny, in both: the allocators run with the shipped policies.
+	defer func() {
+		t.Logf("timing: stack: binaries built, Consul, Nomad, ACLs, replicas started in %s", time.Since(began).Round(100*time.Millisecond))
+	}()
+	t.Logf("timing: binaries built in %s", time.Since(began).Round(100*time.Millisecond))
+	st.consul = testenv.StartConsulServerWith(t, consul, st.root, testenv.ConsulOptions{ACL: true})
+	t.Logf("timing: Consul up at %s", time.Since(began).Round(100*time.Millisecond))
+	st.Cluster = testenv.StartClusterWith(t, nomad, st.root, st.clients, testenv.ClusterOptions{ServerExtra: serverHeartbeat, ACL: true})
+	t.Logf("timing: Nomad server and clients ready at %s", time.Since(began).Round(100*time.Millisecond))
+	st.setUpACLs(t)
+	ports := testenv.FreePorts(t, replicas)
 	for i := 0; i < replicas; i++ {
 		id := fmt.Sprintf("replica-%c", 'a'+i)
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[i])
+		st.statusURL[id] = "http://" + addr + "/v1/status"
 		// Trace logs carry each round's phases with the round number: the suite reads the
 		// apply phases from them. Early rounds are off (-min-round-gap 0) so that every
 		// round keeps its predecessor's credit whole and the audit log's rho chain is exact.
 		st.replicas[id] = testenv.StartProcess(t, "fft-allocator-"+id, st.root, st.bin,
-			"-nomad-addr", st.Server.HTTP, "-consul-addr", st.consul.HTTP, "-consul-prefix", prefix,
+			"-nomad-addr", st.Server.HTTP, "-nomad-token", st.allocNomad, "-consul-addr", st.consul.HTTP,
+			"-consul-token", st.allocConsul.SecretID, "-consul-prefix", prefix,
 			"-id", id, "-round", fmt.Sprintf("%ds", roundSeconds), "-leader-ttl", leaderTTL, "-min-round-gap", "0",
-			"-http-addr", "", "-log-level", "trace")
+			"-http-addr", addr, "-log-level", "trace")
 	}
 	return st
 }
@@ -114,25 +144,38 @@ func parseJob(c *api.Client, jobspec, id, vars string) (*api.Job, error) {
 	return job, nil
 }
 
-// kvList returns the values below a Consul KV prefix by key (nil while Consul is down).
-func kvList(addr, dir string) (map[string][]byte, error) {
-	resp, err := http.Get("http://" + addr + "/v1/kv/" + dir + "?recurse=true")
+// withEnv sets an environment variable in every task of job.
+func withEnv(job *api.Job, key, value string) *api.Job {
+	for _, tg := range job.TaskGroups {
+		for _, task := range tg.Tasks {
+			if task.Env == nil {
+				task.Env = map[string]string{}
+			}
+			task.Env[key] = value
+		}
+	}
+	return job
+}
+
+// kvList returns the values below a Consul KV prefix by key (nil while Consul is down), read
+// with the management token.
+func (st *stack) kvList(dir string) (map[string][]byte, error) {
+	b, code, err := st.consul.Get("/v1/kv/" + dir + "?recurse=true")
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
+	if code == http.StatusNotFound {
 		return map[string][]byte{}, nil
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", dir, resp.Status)
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: HTTP %d", dir, code)
 	}
 	var pairs []struct {
 		Key     string
 		Value   string
 		Session string
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&pairs); err != nil {
+	if err := json.Unmarshal(b, &pairs); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", dir, err)
 	}
 	out := make(map[string][]byte, len(pairs))
@@ -162,7 +205,7 @@ func (st *stack) leader() string {
 
 // nextRound is the round the ledger runs next, -1 when it cannot be read.
 func (st *stack) nextRound() int {
-	kv, err := kvList(st.consul.HTTP, prefix+"/ledger")
+	kv, err := st.kvList(prefix + "/ledger")
 	if err != nil || kv[""] == nil {
 		return -1
 	}

@@ -39,6 +39,52 @@ func MainBinary(t testing.TB, name string) string {
 	return filepath.Join(dir, name)
 }
 
+// MainBinaries builds several commands of the main module in one go build, which links them
+// in parallel, and returns their paths as MainBinary would.
+func MainBinaries(t testing.TB, names ...string) []string {
+	t.Helper()
+	binMu.Lock()
+	var todo []string
+	for _, name := range names {
+		if _, ok := binDirs[name]; !ok {
+			todo = append(todo, name)
+		}
+	}
+	if len(todo) > 1 {
+		dir, err := os.MkdirTemp("", "fft-bin-")
+		if err == nil {
+			err = buildMains(todo, dir)
+		}
+		for _, name := range todo {
+			binDirs[name], binErrs[name] = dir, err
+		}
+	}
+	binMu.Unlock()
+	out := make([]string, len(names))
+	for i, name := range names {
+		out[i] = MainBinary(t, name)
+	}
+	return out
+}
+
+func buildMains(names []string, dir string) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	for _, name := range names {
+		args = append(args, "./cmd/"+name)
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	if output, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go %s in %s: %w\n%s", strings.Join(args, " "), root, err, output)
+	}
+	return nil
+}
+
 func buildMain(name, out string) error {
 	root, err := RepoRoot()
 	if err != nil {

@@ -21,6 +21,8 @@ type FakeGPUClient struct {
 	Count int
 	// Extra is more HCL inside the fake gpu block.
 	Extra string
+	// HealthFile is the fake block's health_file ("": none): the GPUs it lists are unhealthy.
+	HealthFile string
 	// NodePool is the client's node pool ("": Nomad's "default"). Nomad creates a pool the
 	// first time a client names it.
 	NodePool string
@@ -123,7 +125,7 @@ func StartClusterWith(t testing.TB, nomad, root string, clients []FakeGPUClient,
 			NodePool:     fc.NodePool,
 			CgroupParent: "fft-e2e-" + fc.Name,
 			PluginDir:    dir,
-			GPU:          agentrun.FakeGPU{Model: fc.Model, Count: fc.Count, Extra: fc.Extra},
+			GPU:          agentrun.FakeGPU{Model: fc.Model, Count: fc.Count, Extra: fc.Extra, HealthFile: fc.HealthFile},
 			Extra:        fc.AgentExtra,
 		})), opts.TLS)
 		agents = append(agents, c.Clients[fc.Name])

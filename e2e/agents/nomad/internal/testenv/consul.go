@@ -129,10 +129,23 @@ type ConsulServer struct {
 // the test ends.
 func StartConsulServer(t testing.TB, consul, dir string) *ConsulServer {
 	t.Helper()
+	return StartConsulServerWith(t, consul, dir, ConsulOptions{})
+}
+
+// StartConsulServerWith is StartConsulServer with options; with ACLs the management token
+// survives restarts with the data.
+func StartConsulServerWith(t testing.TB, consul, dir string, opts ConsulOptions) *ConsulServer {
+	t.Helper()
 	p := FreePorts(t, 4)
 	ports := agentrun.ConsulPorts{HTTP: p[0], Server: p[1], SerfLAN: p[2], SerfWAN: p[3]}
-	proc := StartProcess(t, "consul", dir, consul, agentrun.ConsulServerArgs(filepath.Join(dir, "consul-data"), ports)...)
-	c := &ConsulServer{Consul: Consul{HTTP: fmt.Sprintf("127.0.0.1:%d", ports.HTTP), LogPath: proc.LogPath}, Process: proc}
+	args := agentrun.ConsulServerArgs(filepath.Join(dir, "consul-data"), ports)
+	var token string
+	if opts.ACL {
+		token = "6f3c5b0e-0f70-4e2e-8ac1-000000000001"
+		args = append(args, agentrun.ConsulACLArgs(token)...)
+	}
+	proc := StartProcess(t, "consul", dir, consul, args...)
+	c := &ConsulServer{Consul: Consul{HTTP: fmt.Sprintf("127.0.0.1:%d", ports.HTTP), LogPath: proc.LogPath, ManagementToken: token}, Process: proc}
 	c.WaitReady(t, 60*time.Second)
 	return c
 }
@@ -145,6 +158,6 @@ func (c *ConsulServer) WaitReady(t testing.TB, timeout time.Duration) {
 		if c.Exited() {
 			t.Fatalf("the Consul agent exited")
 		}
-		return agentrun.ConsulReady(c.HTTP)
+		return agentrun.ConsulReadyToken(c.HTTP, c.ManagementToken)
 	})
 }
