@@ -80,7 +80,10 @@ type Summary struct {
 	Switches    int           `json:"switches"`
 	Preemptions int           `json:"preemptions"`
 	// Solve is the policy's time per round, in seconds.
-	Solve   Stat          `json:"solve_s"`
+	Solve Stat `json:"solve_s"`
+	// Active is the number of jobs in the cluster per round (the solver's
+	// problem size).
+	Active  Stat          `json:"active"`
 	Rounds  int           `json:"rounds"`
 	Wall    time.Duration `json:"wall_ns"`
 	Stopped string        `json:"stopped,omitempty"`
@@ -218,9 +221,10 @@ func Analyse(lg *sim.Log, ref *sim.Log) ([]JobResult, Summary) {
 	}
 	s.Makespan = lastFinish
 	var busy, capa float64
-	var solve []float64
+	var solve, active []float64
 	for _, rd := range lg.Rounds {
 		solve = append(solve, rd.Solve.Seconds())
+		active = append(active, float64(rd.Active))
 		if rd.Start+lg.RoundSeconds > first && rd.Start < lastFinish {
 			busy += rd.BusyGPUSeconds
 			capa += rd.CapacityGPUSeconds
@@ -229,7 +233,7 @@ func Analyse(lg *sim.Log, ref *sim.Log) ([]JobResult, Summary) {
 	if capa > 0 {
 		s.Utilisation = busy / capa
 	}
-	s.Solve = Stats(solve)
+	s.Solve, s.Active = Stats(solve), Stats(active)
 	return res, s
 }
 
