@@ -64,6 +64,8 @@ agents:
 ## vet: go vet in every module, and the check that the e2e module still builds
 ## the Nomad agent from its pinned module versions (e2e/agents/pin.sh).
 vet:
+	@# A merge left half done must not land: no conflict markers in tracked files.
+	@! git grep -nE '^(<<<<<<<|>>>>>>>) ' -- . || { echo 'conflict markers above: resolve them'; exit 1; }
 	$(GO) vet ./...
 	e2e/agents/pin.sh
 	cd e2e/agents/nomad && $(GO) vet ./...

@@ -196,15 +196,17 @@ func (j *Job) validate(round int, models []Model, index map[string]int, row []fl
 	fits := false
 	for name, theta := range j.Throughput {
 		i, ok := index[name]
-		field := fmt.Sprintf("throughput[%q]", name)
+		// The field name is formatted only on error: this loop runs for
+		// every (job, model) pair of a round.
+		field := func() string { return fmt.Sprintf("throughput[%q]", name) }
 		if !ok {
-			return bad(field, theta, "unknown model: name one of the instance's models")
+			return bad(field(), theta, "unknown model: name one of the instance's models")
 		}
 		if !inRange(theta, 0, MaxThroughput) {
-			return bad(field, theta, fmt.Sprintf("must be a finite number in [0, %g] (0 = cannot run there)", MaxThroughput))
+			return bad(field(), theta, fmt.Sprintf("must be a finite number in [0, %g] (0 = cannot run there)", MaxThroughput))
 		}
 		if err := RatioError(j.Work, theta); err != "" {
-			return bad(field, theta, err)
+			return bad(field(), theta, err)
 		}
 		fits = fits || j.fits(&models[i], theta)
 		if row != nil {

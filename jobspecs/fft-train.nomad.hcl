@@ -16,7 +16,8 @@
 # next run resumes from it. With `fftctl` set it also reports its progress as a training loop
 # would, with `fftctl report` (work done = seconds run x work / seconds), every 2 seconds and
 # when it ends (that last report is retried for 30 seconds; a report that fails never fails
-# the task).
+# the task). With `allocator_addr` the reports go to the fft-allocator's HTTP API with the
+# task's workload identity (over HTTPS with `allocator_ca_cert`); else to Consul KV.
 
 variable "throughput" {
   type        = string
@@ -57,6 +58,18 @@ variable "checkpoint_dir" {
 variable "consul_addr" {
   type        = string
   description = "Consul HTTP address for `fftctl report` (empty: CONSUL_HTTP_ADDR as the task inherits it)."
+  default     = ""
+}
+
+variable "allocator_addr" {
+  type        = string
+  description = "The fft-allocator's HTTP API (https://host:4650 when it serves TLS): `fftctl report` sends the reports there with the task's workload identity instead of writing Consul (empty: FFT_ALLOCATOR_ADDR as the task inherits it, else Consul)."
+  default     = ""
+}
+
+variable "allocator_ca_cert" {
+  type        = string
+  description = "Path on the clients of the PEM CA certificate that verifies an https allocator (empty: FFT_ALLOCATOR_CACERT as the task inherits it, else the system's roots)."
   default     = ""
 }
 
@@ -119,6 +132,7 @@ job "fft-train" {
           seconds_run() { echo $((ran + $(date +%s) - start)); }
           report() {
             "${var.fftctl}" report -quiet -consul-addr "${var.consul_addr}" \
+              -allocator-addr "${var.allocator_addr}" -allocator-ca-cert "${var.allocator_ca_cert}" \
               "$(awk -v s="$1" 'BEGIN { if (s > ${var.seconds}) s = ${var.seconds}; print s * ${var.work} / ${var.seconds} }')"
           }
           sleep $((${var.seconds} > ran ? ${var.seconds} - ran : 0)) &

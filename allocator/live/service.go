@@ -39,9 +39,15 @@ func WithLogger(l hclog.Logger) Option { return func(o *options) { o.log = l } }
 // WithClock sets the clock the schedule reads (default: time.Now).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
+// WithTimer sets how Run waits for the next round (default: time.After);
+// with WithClock, tests and replays run the schedule on virtual time.
+func WithTimer(after func(time.Duration) <-chan time.Time) Option {
+	return func(o *options) { o.after = after }
+}
+
 // WithEarlyRounds lets Run start a round before the schedule when the
 // loop's Observer is also a loop.Watcher and it reports a change worth one
-// (see wantEarly), at least gap after the previous round's start. A gap of
+// (see loop.WantEarly), at least gap after the previous round's start. A gap of
 // 0 (the default) turns early rounds off.
 func WithEarlyRounds(gap time.Duration) Option { return func(o *options) { o.minGap = gap } }
 
@@ -114,25 +120,25 @@ func (s *Service) Lead(leading bool) {
 // afresh.
 func (s *Service) Run(ctx context.Context, every time.Duration) error {
 	triggers := s.watch(ctx)
-	sch := &schedule{every: every, gap: s.opts.minGap}
+	sch := &loop.Schedule{Every: every, Gap: s.opts.minGap}
 	kind, jobs := loop.TriggerSchedule, []string(nil)
 	for {
 		start := s.opts.now()
 		rec, _ := s.runRound(ctx, kind, jobs)
-		sch.ran(start, rec)
+		sch.Ran(start, rec)
 		for waiting := true; waiting; {
-			due, why := sch.next()
+			due, why := sch.Next()
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-s.opts.after(due.Sub(s.opts.now())):
 				kind, jobs, waiting = why, nil, false
 				if why != loop.TriggerSchedule {
-					jobs = sch.jobs()
+					jobs = sch.Jobs()
 				}
 			case tr := <-triggers:
-				if sch.offer(tr, s.opts.now()) {
-					at, _ := sch.next()
+				if sch.Offer(tr, s.opts.now()) {
+					at, _ := sch.Next()
 					s.opts.log.Debug("early round due", "trigger", tr.Kind, "job", tr.Job, "at", at)
 				}
 			}

@@ -22,6 +22,11 @@ const (
 	// configuration HEADLINE.md proposes as the default.
 	FFTRateLowName  = "fft-rate-w0.25"
 	FFTRateHighName = "fft-rate-w4"
+	// FFTRateW16Name and FFTRateW0Name end the weight sweep of
+	// HEADLINE.md: weight 16, and 0 (no fairness credit at all, the
+	// rate volume and the restart prices alone).
+	FFTRateW16Name = "fft-rate-w16"
+	FFTRateW0Name  = "fft-rate-w0"
 )
 
 // FFT decides each round with the round engine (allocator.Decide) on the
@@ -120,6 +125,13 @@ func NewFFTRateLow(opt Options) Policy { return NewFFTWith(FFTRateLowName, RateC
 
 // NewFFTRateHigh is RateConfig with fairness weight 4.
 func NewFFTRateHigh(opt Options) Policy { return NewFFTWith(FFTRateHighName, RateConfig(opt, 4)) }
+
+// NewFFTRateW16 is RateConfig with fairness weight 16.
+func NewFFTRateW16(opt Options) Policy { return NewFFTWith(FFTRateW16Name, RateConfig(opt, 16)) }
+
+// NewFFTRateW0 is RateConfig with no fairness credit: what the rate volume
+// term does alone.
+func NewFFTRateW0(opt Options) Policy { return NewFFTWith(FFTRateW0Name, RateConfig(opt, 0)) }
 
 // NewFFTWith builds an FFT policy with any engine configuration. The
 // facts of the cluster (round length, restart time, transfer bandwidth)

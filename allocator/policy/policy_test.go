@@ -294,7 +294,7 @@ func TestFFTRestartSeconds(t *testing.T) {
 	if got := NewFFT(opt).(*FFT).cfg; got != allocator.DefaultConfig() {
 		t.Errorf("fft config %+v, want the paper's %+v", got, allocator.DefaultConfig())
 	}
-	for _, name := range []string{FFTRateName, FFTUnitsName, FFTLagName, FFTLateName, FFTRateLowName, FFTRateHighName} {
+	for _, name := range []string{FFTRateName, FFTUnitsName, FFTLagName, FFTLateName, FFTRateLowName, FFTRateHighName, FFTRateW16Name, FFTRateW0Name} {
 		p, err := New(name, opt)
 		if err != nil {
 			t.Fatal(err)
@@ -304,7 +304,7 @@ func TestFFTRestartSeconds(t *testing.T) {
 			t.Errorf("%s: config %+v, want objective units with restarts priced at 60 s", name, c)
 		}
 	}
-	for name, w := range map[string]float64{FFTRateName: 1, FFTRateLowName: 0.25, FFTRateHighName: 4} {
+	for name, w := range map[string]float64{FFTRateName: 1, FFTRateLowName: 0.25, FFTRateHighName: 4, FFTRateW16Name: 16, FFTRateW0Name: 0} {
 		p, _ := New(name, opt)
 		if c := p.(*FFT).cfg; c.Volume != allocator.VolumeRate || c.Debt != allocator.DebtFTF || c.Weights.Fairness != w || c.Weights.JCT != 0 {
 			t.Errorf("%s config %+v, want volume rate, debt ftf, fairness weight %v, no wait term", name, c, w)

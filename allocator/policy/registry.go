@@ -45,7 +45,8 @@ var Builtin = map[string]Factory{
 	FFTRateName:      NewFFTRate,
 	FFTRateLowName:   NewFFTRateLow,
 	FFTRateHighName:  NewFFTRateHigh,
-	"fft-rate-w16":   func(o Options) Policy { return NewFFTWith("fft-rate-w16", RateConfig(o, 16)) },
+	FFTRateW16Name:   NewFFTRateW16,
+	FFTRateW0Name:    NewFFTRateW0,
 }
 
 // DefaultName is the policy the allocator and `fftctl dev` run unless told

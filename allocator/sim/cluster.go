@@ -32,8 +32,12 @@ type Cluster struct {
 	roundS  float64
 	restart float64
 	// learn hides the rates from the loop (Config.Learn, learn.go).
-	learn  bool
+	learn bool
+	// now is the clock in seconds. With early rounds (exact) the clock is
+	// clock, in whole nanoseconds, and now reads it (early.go).
 	now    float64
+	exact  bool
+	clock  time.Duration
 	lg     *Log
 	active []*simJob
 	byID   map[string]*simJob
@@ -62,7 +66,8 @@ var (
 )
 
 func newCluster(cfg Config, roundSeconds float64, lg *Log) *Cluster {
-	c := &Cluster{roundS: roundSeconds, restart: cfg.RestartSeconds, learn: cfg.Learn, lg: lg, byID: map[string]*simJob{}, tenantOf: cfg.TenantOf}
+	c := &Cluster{roundS: roundSeconds, restart: cfg.RestartSeconds, learn: cfg.Learn, lg: lg, byID: map[string]*simJob{}, tenantOf: cfg.TenantOf,
+		exact: cfg.MinRoundGapSeconds > 0}
 	c.models = append(c.models, cfg.Cluster...)
 	sort.Slice(c.models, func(a, b int) bool { return c.models[a].Name < c.models[b].Name })
 	return c
@@ -167,11 +172,12 @@ func (c *Cluster) Apply(_ context.Context, p *loop.Plan) loop.ApplyResult {
 	return res
 }
 
-// run advances the clock by one round: every job holding GPUs progresses at
-// its rate after any restart it pays, and a job whose work is done
-// finishes within the round. It returns the GPU-seconds used.
-func (c *Cluster) run() (busy float64) {
-	R := c.roundS
+// run advances the clock by one round of the given length: every job
+// holding GPUs progresses at its rate after any restart it pays (a restart
+// longer than the round goes on into the next), and a job whose work is
+// done finishes within the round. It returns the GPU-seconds used.
+func (c *Cluster) run(length roundLength) (busy float64) {
+	R := length.seconds
 	round := len(c.lg.Rounds)
 	kept := c.active[:0]
 	for _, j := range c.active {
@@ -179,11 +185,14 @@ func (c *Cluster) run() (busy float64) {
 			kept = append(kept, j)
 			continue
 		}
+		// With early rounds the finish test is the one its trigger was
+		// timed by (early.go), so the job has finished by that round.
+		finishes := c.exact && ceilNs(j.finishIn()) <= length.exact
 		penalty := math.Min(j.penalty, R)
-		j.penalty = 0
+		j.penalty -= penalty
 		rate := j.spec.Rate[j.running]
 		used, work := R, rate*(R-penalty)
-		if left := j.spec.Work - j.done; work >= left {
+		if left := j.spec.Work - j.done; work >= left || finishes {
 			work, used = left, penalty+left/rate
 		}
 		j.done += work
@@ -198,7 +207,12 @@ func (c *Cluster) run() (busy float64) {
 	}
 	clear(c.active[len(kept):])
 	c.active = kept
-	c.now += R
+	if c.exact {
+		c.clock += length.exact
+		c.now = c.clock.Seconds()
+	} else {
+		c.now += R
+	}
 	return busy
 }
 

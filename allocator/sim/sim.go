@@ -23,6 +23,14 @@ type Config struct {
 	// starts a round on a different model than it last ran on, or resumes
 	// after a preemption. 0 reproduces Gavel's simulator.
 	RestartSeconds float64
+	// MinRoundGapSeconds, when > 0, runs the rounds on the live
+	// allocator's schedule (loop.Schedule, fft-allocator -min-round-gap):
+	// a round every R, and an early one, at least this long after the last
+	// start, when a job arrives while the last round left GPUs idle or a
+	// job finishes while others wait. Virtual time then runs from event to
+	// event (early.go). 0 runs a round every R exactly and admits arrivals
+	// at round starts only, as Gavel's simulator.
+	MinRoundGapSeconds float64
 	// Window, when Hi > Lo, is the range [Lo, Hi) of job indices measured;
 	// the run stops once they have all finished (Gavel's continuous mode
 	// measures 4000-5000). Otherwise every job is measured and the run
@@ -98,8 +106,13 @@ type RoundStats struct {
 	Round  int     `json:"round"`
 	Start  float64 `json:"start"`
 	Active int     `json:"active"`
+	// Seconds is how long the round lasted: R, or less when an early round
+	// followed it (Config.MinRoundGapSeconds).
+	Seconds float64 `json:"seconds"`
+	// Trigger is why the round ran (loop.TriggerManual with fixed rounds).
+	Trigger loop.TriggerKind `json:"trigger"`
 	// BusyGPUSeconds is GPU time spent on jobs (restart time included);
-	// CapacityGPUSeconds the GPUs times the round length.
+	// CapacityGPUSeconds the GPUs times the round's Seconds.
 	BusyGPUSeconds     float64       `json:"busy_gpu_s"`
 	CapacityGPUSeconds float64       `json:"capacity_gpu_s"`
 	Solve              time.Duration `json:"solve_ns"`
@@ -109,13 +122,15 @@ type RoundStats struct {
 type Log struct {
 	Policy string `json:"policy"`
 	// Learn is Config.Learn: the policy saw learned throughputs.
-	Learn        bool               `json:"learn,omitempty"`
-	Cluster      []allocator.Model  `json:"cluster"`
-	RoundSeconds float64            `json:"round_seconds"`
-	Window       Window             `json:"window"`
-	Jobs         []workload.JobSpec `json:"jobs"`
-	Events       []Event            `json:"events"`
-	Rounds       []RoundStats       `json:"rounds"`
+	Learn        bool              `json:"learn,omitempty"`
+	Cluster      []allocator.Model `json:"cluster"`
+	RoundSeconds float64           `json:"round_seconds"`
+	// MinRoundGapSeconds is Config.MinRoundGapSeconds (0: fixed rounds).
+	MinRoundGapSeconds float64            `json:"min_round_gap_s"`
+	Window             Window             `json:"window"`
+	Jobs               []workload.JobSpec `json:"jobs"`
+	Events             []Event            `json:"events"`
+	Rounds             []RoundStats       `json:"rounds"`
 	// Stopped is why the run ended early ("" when it completed).
 	Stopped string        `json:"stopped,omitempty"`
 	Wall    time.Duration `json:"wall_ns"`
@@ -141,7 +156,10 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 	if maxRounds <= 0 {
 		maxRounds = 10_000_000
 	}
-	lg := &Log{Policy: pol.Name(), Learn: cfg.Learn, Cluster: cfg.Cluster, RoundSeconds: R, Window: cfg.Window}
+	if cfg.MinRoundGapSeconds < 0 {
+		return nil, fmt.Errorf("sim: MinRoundGapSeconds %g is negative: give 0 for fixed rounds or a gap > 0", cfg.MinRoundGapSeconds)
+	}
+	lg := &Log{Policy: pol.Name(), Learn: cfg.Learn, Cluster: cfg.Cluster, RoundSeconds: R, MinRoundGapSeconds: cfg.MinRoundGapSeconds, Window: cfg.Window}
 	c := newCluster(cfg, R, lg)
 	store := &store{MemStore: loop.NewMemStore(cfg.KeepRecords), cluster: c}
 	engine := cfg.Engine
@@ -156,8 +174,9 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 		rec = loop.RecordFull
 	}
 	rounds := loop.New(c, c, store, loop.WithPolicy(pol), loop.WithConfig(ecfg), loop.WithRecording(rec), loop.WithTenantShares(cfg.TenantShares),
-		loop.WithClock(func() time.Time { return Epoch.Add(time.Duration(c.now * float64(time.Second))) }))
+		loop.WithClock(c.wall))
 	adm := &admission{src: src, c: c, lg: lg, cfg: cfg}
+	sch := newTimer(cfg, R)
 	progEvery := cfg.ProgressEvery
 	if progEvery <= 0 {
 		progEvery = 1000
@@ -174,7 +193,8 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 		if adm.over() {
 			break
 		}
-		rr, err := runRound(ctx, rounds)
+		kind, why := sch.due()
+		rr, err := rounds.RunRound(ctx, kind, why)
 		if err != nil && ctx.Err() != nil {
 			// Interrupted (Ctrl-C) inside a round: the run so far is
 			// kept, as one stopped between rounds is.
@@ -184,13 +204,17 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 		if err != nil {
 			return nil, fmt.Errorf("sim: policy %q, round %d: %w", pol.Name(), round, err)
 		}
-		rs := RoundStats{Round: round, Start: c.now, Active: len(c.active), CapacityGPUSeconds: float64(c.capacity()) * R,
-			Solve: time.Duration(rr.SolveSeconds * float64(time.Second))}
-		rs.BusyGPUSeconds = c.run()
+		length, err := sch.next(adm, rr)
+		if err != nil {
+			return nil, err
+		}
+		rs := RoundStats{Round: round, Start: c.now, Active: len(c.active), Seconds: length.seconds, Trigger: kind,
+			CapacityGPUSeconds: float64(c.capacity()) * length.seconds, Solve: time.Duration(rr.SolveSeconds * float64(time.Second))}
+		rs.BusyGPUSeconds = c.run(length)
 		lg.Rounds = append(lg.Rounds, rs)
 		adm.count()
 		if cfg.Progress != nil && round%progEvery == 0 {
-			cfg.Progress(Progress{Policy: pol.Name(), Round: round, Now: c.now - R, Active: len(c.active), Finished: adm.finished,
+			cfg.Progress(Progress{Policy: pol.Name(), Round: round, Now: rs.Start, Active: len(c.active), Finished: adm.finished,
 				Measured: adm.measuredDone, Window: adm.measuredTotal()})
 		}
 	}
@@ -231,11 +255,13 @@ func (s *store) Progress(ctx context.Context) (map[string]float64, error) {
 // admission moves the workload's jobs into the cluster as they arrive and
 // counts the measured ones that ended.
 type admission struct {
-	src     workload.Source
-	c       *Cluster
-	lg      *Log
-	cfg     Config
-	pending *workload.JobSpec
+	src workload.Source
+	c   *Cluster
+	lg  *Log
+	cfg Config
+	// ahead are the workload's next jobs, read but not arrived yet, in
+	// arrival order (early rounds look at more than the next one).
+	ahead   []workload.JobSpec
 	srcDone bool
 	// finished counts jobs done; measuredDone the measured ones that
 	// finished or were rejected.
@@ -255,20 +281,24 @@ func (a *admission) inWindow(idx int) bool {
 	return a.windowed() && idx >= a.cfg.Window.Lo && idx < a.cfg.Window.Hi
 }
 
-func (a *admission) pull() error {
-	if a.pending != nil || a.srcDone {
-		return nil
+// peek returns the k-th job not yet arrived (k from 0), reading the
+// workload as far as needed; nil when the workload ends before it.
+func (a *admission) peek(k int) (*workload.JobSpec, error) {
+	for len(a.ahead) <= k && !a.srcDone {
+		j, err := a.src.Next()
+		if err == io.EOF {
+			a.srcDone = true
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sim: reading workload: %w", err)
+		}
+		a.ahead = append(a.ahead, j)
 	}
-	j, err := a.src.Next()
-	if err == io.EOF {
-		a.srcDone = true
-		return nil
+	if k >= len(a.ahead) {
+		return nil, nil
 	}
-	if err != nil {
-		return fmt.Errorf("sim: reading workload: %w", err)
-	}
-	a.pending = &j
-	return nil
+	return &a.ahead[k], nil
 }
 
 // admit adds every job that arrived by the start of round; one that fits
@@ -276,14 +306,15 @@ func (a *admission) pull() error {
 func (a *admission) admit(round int) error {
 	now := a.c.now
 	for {
-		if err := a.pull(); err != nil {
+		next, err := a.peek(0)
+		if err != nil {
 			return err
 		}
-		if a.pending == nil || a.pending.Arrival > now {
+		if next == nil || !a.c.arrived(next.Arrival) {
 			return nil
 		}
-		spec := *a.pending
-		a.pending = nil
+		spec := *next
+		a.ahead = a.ahead[1:]
 		spec.Index = len(a.lg.Jobs)
 		a.lg.Jobs = append(a.lg.Jobs, spec)
 		idx := len(a.lg.Jobs) - 1
@@ -315,11 +346,5 @@ func (a *admission) over() bool {
 	if a.windowed() {
 		return a.measuredDone >= a.measuredTotal()
 	}
-	return a.pending == nil && a.srcDone && len(a.c.active) == 0
-}
-
-// runRound runs one round of the loop. A panic in it fails the round (a
-// *loop.PanicError) and so the run, not the process.
-func runRound(ctx context.Context, l *loop.Loop) (*loop.RoundRecord, error) {
-	return l.RunRound(ctx, loop.TriggerManual, nil)
+	return len(a.ahead) == 0 && a.srcDone && len(a.c.active) == 0
 }

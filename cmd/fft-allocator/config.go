@@ -37,6 +37,10 @@ type fileConfig struct {
 	ProgressAuth *string `hcl:"progress_auth,optional"`
 	// -audit-rounds.
 	AuditRounds *int `hcl:"audit_rounds,optional"`
+	// -throughput-priors.
+	ThroughputPriors *string `hcl:"throughput_priors,optional"`
+	// The -tls-* flags: the HTTP API's own TLS.
+	TLS *tlsBlock `hcl:"tls,block"`
 }
 
 // connBlock is how to reach Nomad (the nomad block) or Consul (the consul
@@ -150,8 +154,12 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 		str("consul-prefix", &f.prefix, fc.Consul.Prefix)
 	}
 	str("http-addr", &f.httpAddr, fc.HTTPAddr)
+	if fc.TLS != nil {
+		f.listener.fromFile(path, fc.TLS, set)
+	}
 	str("node-pool", &f.nodePool, fc.NodePool)
 	str("progress-auth", &f.progressAuth, fc.ProgressAuth)
+	str("throughput-priors", &f.throughputPriors, fc.ThroughputPriors)
 	str("log-level", &f.logLevel, fc.LogLevel)
 	str("id", &f.id, fc.ID)
 	if fc.LogJSON != nil && !set["log-json"] {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/nomadapi"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/profile"
 	"github.com/nomad-fft/nomad-fft/allocator/telemetry"
 	"github.com/nomad-fft/nomad-fft/allocator/ui"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
@@ -83,9 +85,17 @@ type flags struct {
 	// tenants are the operator's shares between tenants (-config's tenants
 	// block; nil: none, every job its own share).
 	tenants *loop.TenantShares
+	// listener is the HTTP API's own TLS (the -tls-* flags); tlsConfig is what it gives,
+	// nil for plain HTTP.
+	listener  listenerTLS
+	tlsConfig *tls.Config
+	// throughputPriors is the operator's prior table (-throughput-priors), read at start;
+	// priors is the embedded table with its rows merged over, nil when none is given.
+	throughputPriors string
+	priors           *profile.Priors
 }
 
-func parse(args []string, stderr io.Writer) (*flags, error) {
+func parse(args []string, stderr io.Writer) (_ *flags, err error) {
 	f := &flags{}
 	fs := flag.NewFlagSet("fft-allocator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -102,6 +112,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.minRoundGap, "min-round-gap", 5*time.Second, "Least time between the starts of two rounds when a job's arrival or finish brings a round forward (a burst is one round); 0 turns early rounds off.")
 	fs.StringVar(&f.nodePool, "node-pool", "gpu", `Nomad node pool of the GPU clients: capacity counts its nodes only, and a managed job outside it is held until a round moves it in. "" counts every node and holds jobs with the gate constraint alone.`)
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:4650", "Address of the HTTP API (/v1/health, /v1/status, /v1/metrics, /v1/progress) and the status page (/ui); empty disables it.")
+	f.listener.flags(fs)
 	fs.StringVar(&f.logLevel, "log-level", "info", "Log level: trace, debug, info, warn or error.")
 	fs.BoolVar(&f.logJSON, "log-json", false, "Write logs as JSON, one object a line (the per-round audit events included).")
 	fs.BoolVar(&f.metricsPerJob, "metrics-per-job", false, "Export one fft_job_rho series per active job on /v1/metrics (off: at thousands of jobs that is too many series).")
@@ -111,6 +122,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "This replica's name in the leader lock.")
 	fs.DurationVar(&f.leaderTTL, "leader-ttl", 15*time.Second, "TTL of the leader lock's Consul session (at least 10s): a standby takes over within it when the leader dies.")
 	fs.StringVar(&f.progressAuth, "progress-auth", progressAuthNomad, `How PUT /v1/progress/<namespace>/<job> authenticates a report: "nomad" takes it only with the workload identity of one of the job's own running tasks (X-Nomad-Token: $NOMAD_TOKEN), verified by Nomad, which needs Nomad ACLs; "none" takes every report (clusters without ACLs).`)
+	fs.StringVar(&f.throughputPriors, "throughput-priors", "", "A CSV of throughput priors for jobs that declare no throughput (header model,family,speed,log_sd; speed relative to a V100, as allocator/profile's embedded table): its rows replace the embedded Gavel-derived ones with the same model and family, and add the others.")
 	fs.IntVar(&f.auditRounds, "audit-rounds", consulstore.DefaultAuditRounds, "How many of the latest round records the audit log in Consul keeps; each round deletes the one that many rounds older.")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -155,6 +167,13 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	}
 	if f.progressAuth != progressAuthNomad && f.progressAuth != progressAuthNone {
 		return nil, fmt.Errorf(`-progress-auth=%q: want "nomad" (the task's workload identity) or "none"`, f.progressAuth)
+	}
+	if f.priors, err = readPriors(f.throughputPriors); err != nil {
+		return nil, err
+	}
+	// The error starts with the setting (a flag, or the -config file and its key).
+	if f.tlsConfig, err = f.listener.config(time.Now()); err != nil {
+		return nil, err
 	}
 	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
 		return nil, fmt.Errorf("-log-level=%q: want trace, debug, info, warn or error", f.logLevel)
@@ -205,8 +224,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var metrics *telemetry.Metrics
 	audit := telemetry.NewAudit(log)
 	history := ui.NewHistory(0)
-	rounds := loop.New(na, na, store, loop.WithConfig(cfg), loop.WithPolicy(pol), loop.WithLogger(log),
-		loop.WithTenantWeights(f.tenantWeights), loop.WithTenantShares(f.tenants))
+	opts := []loop.Option{loop.WithConfig(cfg), loop.WithPolicy(pol), loop.WithLogger(log),
+		loop.WithTenantWeights(f.tenantWeights), loop.WithTenantShares(f.tenants)}
+	if f.priors != nil {
+		opts = append(opts, loop.WithThroughputPriors(f.priors))
+	}
+	rounds := loop.New(na, na, store, opts...)
 	svc := live.New(rounds, live.WithLogger(log), live.WithEarlyRounds(f.minRoundGap),
 		live.WithRoundHook(func(rec *loop.RoundRecord, err error) {
 			metrics.ObserveRound(rec, err)
@@ -227,10 +250,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if f.progressAuth == progressAuthNomad {
 			hopts = append(hopts, live.WithTaskVerifier(nomadapi.NewIdentityVerifier(nc)))
 		}
-		srv := &http.Server{Handler: live.Handler(svc, hopts...), ReadHeaderTimeout: 10 * time.Second}
+		// The server's own errors (refused TLS handshakes among them) go to the log.
+		srv := &http.Server{Handler: live.Handler(svc, hopts...), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
+		scheme := "http"
+		if f.tlsConfig != nil {
+			ln, scheme = tls.NewListener(ln, f.tlsConfig), "https"
+		}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
-		log.Info("HTTP API listening", "address", ln.Addr().String())
+		log.Info("HTTP API listening", "address", scheme+"://"+ln.Addr().String(), "verify_https_client", f.listener.verifyHTTPSClient)
 	}
 	log.Info("starting", "id", f.id, "nomad", nc.Address(), "consul", ccfg.Scheme+"://"+ccfg.Address, "prefix", f.prefix,
 		"round", f.round, "policy", pol.Name(), "progress_auth", f.progressAuth, "tenant_weights", f.tenantWeights, "min_round_gap", f.minRoundGap,
@@ -262,4 +291,22 @@ func (f *flags) newPolicy(cfg allocator.Config) (policy.Policy, error) {
 		return policy.NewFFTWith(f.policy, cfg), nil
 	}
 	return policy.New(f.policy, policy.Options{RestartSeconds: cfg.RestartSeconds})
+}
+
+// readPriors reads the operator's prior table and merges it over the embedded one; "" is none
+// (nil: the loop keeps its default, the embedded table).
+func readPriors(path string) (*profile.Priors, error) {
+	if path == "" {
+		return nil, nil
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("-throughput-priors=%s: %w", path, err)
+	}
+	defer fh.Close()
+	p, err := profile.ParsePriors(fh)
+	if err != nil {
+		return nil, fmt.Errorf("-throughput-priors=%s: %w (see allocator/profile's README for the columns)", path, err)
+	}
+	return profile.GavelPriors().With(p), nil
 }

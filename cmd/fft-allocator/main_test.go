@@ -290,6 +290,8 @@ func FuzzConfigFile(f *testing.F) {
 	f.Add("engine {\n weights {\n jct = -0\n switch = 1e6\n }\n node_limit = 9999999999\n}\n")
 	f.Add("nomad {\n address = \"http://x\"\n}\nconsul {\n prefix = \"\"\n}\nleader_ttl = \"-1s\"\n")
 	f.Add("{")
+	f.Add("tls {\n verify_https_client = true\n}\n")
+	f.Add("tls {\n cert_file = \"/nonexistent.pem\"\n key_file = \"\"\n}\n")
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, body string) {
 		p := filepath.Join(dir, "fuzz.hcl")
@@ -307,4 +309,53 @@ func FuzzConfigFile(f *testing.F) {
 			t.Fatalf("accepted %q but the engine rejects its settings: %v", body, err)
 		}
 	})
+}
+
+// TestThroughputPriors: -throughput-priors (or throughput_priors in -config) merges the
+// operator's rows over the embedded table, and a bad table stops the start naming the flag and
+// the line.
+func TestThroughputPriors(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "priors.csv")
+	if err := os.WriteFile(good, []byte("model,family,speed,log_sd\nL4,,1.7,0.3\nK80,,0.5,0.2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.csv")
+	if err := os.WriteFile(bad, []byte("model,family,speed,log_sd\nL4,,-1,0.3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "fft.hcl")
+	if err := os.WriteFile(cfg, []byte(`throughput_priors = "`+good+`"`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	for _, args := range [][]string{{"-throughput-priors", good}, {"-config", cfg}} {
+		f, err := parse(args, &out)
+		if err != nil {
+			t.Fatalf("parse(%q): %v", args, err)
+		}
+		for _, c := range []struct {
+			model string
+			speed float64
+		}{{"L4", 1.7}, {"K80", 0.5}, {"P100", 0}} {
+			p, ok := f.priors.Lookup(c.model, "")
+			if !ok {
+				t.Fatalf("parse(%q): no %s row: the embedded table was not kept", args, c.model)
+			}
+			if c.speed > 0 && p.Speed != c.speed {
+				t.Errorf("parse(%q): %s speed %g, want the operator's %g", args, c.model, p.Speed, c.speed)
+			}
+		}
+	}
+	if f, err := parse(nil, &out); err != nil || f.priors != nil {
+		t.Errorf("no table: priors %v, err %v; want nil (the loop's default)", f.priors, err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{bad, "-throughput-priors=" + bad + ": "},
+		{filepath.Join(dir, "missing.csv"), "no such file"},
+	} {
+		if _, err := parse([]string{"-throughput-priors", tc.path}, &out); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("-throughput-priors %s: err %v, want %q", tc.path, err, tc.want)
+		}
+	}
 }

@@ -30,8 +30,13 @@ const (
 var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"allocator_address": hclspec.NewDefault(hclspec.NewAttr("allocator_address", "string", false), hclspec.NewLiteral(`""`)),
 	"allocator_token":   hclspec.NewDefault(hclspec.NewAttr("allocator_token", "string", false), hclspec.NewLiteral(`""`)),
-	"report_period":     hclspec.NewDefault(hclspec.NewAttr("report_period", "string", false), hclspec.NewLiteral(`"10s"`)),
-	"checkpoint_root":   hclspec.NewDefault(hclspec.NewAttr("checkpoint_root", "string", false), hclspec.NewLiteral(`""`)),
+	// The allocator's HTTPS: its CA, and this client's certificate pair for an allocator with
+	// -tls-verify-https-client (the key names of Nomad's own consul and vault blocks).
+	"allocator_ca_file":   hclspec.NewDefault(hclspec.NewAttr("allocator_ca_file", "string", false), hclspec.NewLiteral(`""`)),
+	"allocator_cert_file": hclspec.NewDefault(hclspec.NewAttr("allocator_cert_file", "string", false), hclspec.NewLiteral(`""`)),
+	"allocator_key_file":  hclspec.NewDefault(hclspec.NewAttr("allocator_key_file", "string", false), hclspec.NewLiteral(`""`)),
+	"report_period":       hclspec.NewDefault(hclspec.NewAttr("report_period", "string", false), hclspec.NewLiteral(`"10s"`)),
+	"checkpoint_root":     hclspec.NewDefault(hclspec.NewAttr("checkpoint_root", "string", false), hclspec.NewLiteral(`""`)),
 })
 
 // taskConfigSpec is a task's `config { … }` block.
@@ -54,6 +59,10 @@ type Config struct {
 	AllocatorAddress string
 	// AllocatorToken is sent as a bearer token (the allocator does not check it yet).
 	AllocatorToken string
+	// AllocatorCAFile verifies an https allocator's certificate (else the system's roots
+	// do); AllocatorCertFile and AllocatorKeyFile are this client's certificate, for an
+	// allocator that requires one. PEM files, read at SetConfig.
+	AllocatorCAFile, AllocatorCertFile, AllocatorKeyFile string
 	// ReportPeriod is how often progress is read and published.
 	ReportPeriod time.Duration
 	// CheckpointRoot, when set, is a folder shared by the clients (NFS, a cluster file system)
@@ -62,10 +71,13 @@ type Config struct {
 }
 
 type rawConfig struct {
-	AllocatorAddress string `codec:"allocator_address"`
-	AllocatorToken   string `codec:"allocator_token"`
-	ReportPeriod     string `codec:"report_period"`
-	CheckpointRoot   string `codec:"checkpoint_root"`
+	AllocatorAddress  string `codec:"allocator_address"`
+	AllocatorToken    string `codec:"allocator_token"`
+	AllocatorCAFile   string `codec:"allocator_ca_file"`
+	AllocatorCertFile string `codec:"allocator_cert_file"`
+	AllocatorKeyFile  string `codec:"allocator_key_file"`
+	ReportPeriod      string `codec:"report_period"`
+	CheckpointRoot    string `codec:"checkpoint_root"`
 }
 
 // DefaultConfig is the configuration before SetConfig or without a config block.
@@ -106,6 +118,8 @@ func ParseConfig(msgpack []byte) (Config, error) {
 		}
 		cfg.AllocatorAddress = strings.TrimRight(raw.AllocatorAddress, "/")
 	}
+	cfg.AllocatorCAFile, cfg.AllocatorCertFile, cfg.AllocatorKeyFile = raw.AllocatorCAFile, raw.AllocatorCertFile, raw.AllocatorKeyFile
+	errs.checkAllocatorTLS(cfg)
 	if raw.ReportPeriod != "" {
 		d, err := time.ParseDuration(raw.ReportPeriod)
 		switch {

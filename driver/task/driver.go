@@ -85,13 +85,16 @@ func (d *Driver) SetConfig(cfg *base.Config) error {
 	if err != nil {
 		return err
 	}
+	var pub publisher
+	if c.AllocatorAddress != "" {
+		if pub, err = newHTTPPublisher(c); err != nil {
+			return err
+		}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.config = c
-	d.publisher = nil
-	if c.AllocatorAddress != "" {
-		d.publisher = newHTTPPublisher(c.AllocatorAddress, c.AllocatorToken)
-	}
+	d.publisher = pub
 	if cfg != nil && cfg.AgentConfig != nil {
 		d.nomadConfig = cfg.AgentConfig.Driver
 	}

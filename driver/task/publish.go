@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nomad-fft/nomad-fft/allocator/httptls"
 	"github.com/nomad-fft/nomad-fft/allocator/report"
 )
 
@@ -23,10 +24,19 @@ type publisher interface {
 type httpPublisher struct {
 	address, token string
 	client         *http.Client
+	// hints name the keys that fix a TLS mismatch.
+	hints httptls.Hints
 }
 
-func newHTTPPublisher(address, token string) *httpPublisher {
-	return &httpPublisher{address: address, token: token, client: &http.Client{Timeout: 10 * time.Second}}
+// newHTTPPublisher returns the publisher to c's allocator (ParseConfig has checked its TLS
+// files; they are read again here).
+func newHTTPPublisher(c Config) (*httpPublisher, error) {
+	tlsConfig, err := c.allocatorTLS()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return &httpPublisher{address: c.AllocatorAddress, token: c.AllocatorToken,
+		client: httptls.NewHTTPClient(tlsConfig, 10*time.Second), hints: c.allocatorHints()}, nil
 }
 
 // Publish sends PUT /v1/progress/<namespace>/<job> with the report as JSON.
@@ -46,12 +56,16 @@ func (p *httpPublisher) Publish(ctx context.Context, namespace, job string, r re
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("reporting progress to %q: %w", u, err)
+		return fmt.Errorf("reporting progress to %q: %w", u, httptls.Explain(err, p.hints))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("reporting progress to %q: %s: %s", u, resp.Status, strings.TrimSpace(string(msg)))
+		text := strings.TrimSpace(string(msg))
+		if hint := httptls.StatusHint(req.URL.Scheme, resp.StatusCode, msg); hint != "" {
+			text += " (" + hint + ")"
+		}
+		return fmt.Errorf("reporting progress to %q: %s: %s", u, resp.Status, text)
 	}
 	return nil
 }

@@ -26,6 +26,9 @@ type NomadAgent struct {
 	ConsulAddr string
 	// ACL turns Nomad's ACLs on (acl { enabled = true }); the cluster then needs bootstrapping.
 	ACL bool
+	// TLS, when set, turns TLS on for HTTP and RPC, verified both ways (nomadTLS);
+	// ConsulTLS, when set, is how the agent reaches Consul over HTTPS.
+	TLS, ConsulTLS *TLSFiles
 }
 
 // NomadClient is a Nomad client that runs raw_exec tasks and loads the device plugin with fake
@@ -63,10 +66,12 @@ func nomadCommon(a NomadAgent) string {
 	if a.ConsulAddr != "" {
 		consulAddr = "\n  address          = " + quote(a.ConsulAddr)
 	}
+	consulAddr += nomadConsulTLS(a.ConsulTLS)
 	acl := ""
 	if a.ACL {
 		acl = "\nacl {\n  enabled = true\n}\n"
 	}
+	acl += nomadTLS(a.TLS)
 	return fmt.Sprintf(`name                 = %s
 data_dir             = %s
 bind_addr            = "127.0.0.1"

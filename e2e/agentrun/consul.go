@@ -18,20 +18,26 @@ func ConsulReady(addr string) error { return ConsulReadyToken(addr, "") }
 
 // ConsulReadyToken is ConsulReady for an agent with ACLs on, reading KV with token.
 func ConsulReadyToken(addr, token string) error {
-	leader, err := probe("http://"+addr+"/v1/status/leader", "", http.StatusOK)
+	return ConsulReadyAt("http://"+addr, probeClient, token)
+}
+
+// ConsulReadyAt is ConsulReadyToken for the agent at base (http://host:port or
+// https://host:port), asked with client (an HTTPS agent's CA and client certificate).
+func ConsulReadyAt(base string, client *http.Client, token string) error {
+	leader, err := probe(client, base+"/v1/status/leader", "", http.StatusOK)
 	if err != nil {
 		return err
 	}
 	// The leader's address as a JSON string, "" while there is none.
 	if strings.Trim(strings.TrimSpace(leader), `"`) == "" {
-		return fmt.Errorf("consul at %s has no leader yet", addr)
+		return fmt.Errorf("consul at %s has no leader yet", base)
 	}
-	_, err = probe("http://"+addr+"/v1/kv/fft-probe", token, http.StatusOK, http.StatusNotFound)
+	_, err = probe(client, base+"/v1/kv/fft-probe", token, http.StatusOK, http.StatusNotFound)
 	return err
 }
 
 // probe GETs url and returns the body when the status is one of ok.
-func probe(url, token string, ok ...int) (string, error) {
+func probe(client *http.Client, url, token string, ok ...int) (string, error) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		return "", err
@@ -39,7 +45,7 @@ func probe(url, token string, ok ...int) (string, error) {
 	if token != "" {
 		req.Header.Set("X-Consul-Token", token)
 	}
-	resp, err := probeClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("probing consul: %w", err)
 	}

@@ -83,10 +83,14 @@ type Summary struct {
 	Solve Stat `json:"solve_s"`
 	// Active is the number of jobs in the cluster per round (the solver's
 	// problem size).
-	Active  Stat          `json:"active"`
-	Rounds  int           `json:"rounds"`
-	Wall    time.Duration `json:"wall_ns"`
-	Stopped string        `json:"stopped,omitempty"`
+	Active Stat `json:"active"`
+	Rounds int  `json:"rounds"`
+	// EarlyRounds are the rounds a trigger brought forward, with the
+	// live schedule's MinRoundGapSeconds (0: fixed rounds, none).
+	EarlyRounds        int           `json:"early_rounds"`
+	MinRoundGapSeconds float64       `json:"min_round_gap_s"`
+	Wall               time.Duration `json:"wall_ns"`
+	Stopped            string        `json:"stopped,omitempty"`
 	// PolicyStats are the policy's own counters, copied from the log.
 	PolicyStats map[string]float64 `json:"policy_stats,omitempty"`
 }
@@ -170,6 +174,7 @@ func Analyse(lg *sim.Log, ref *sim.Log) ([]JobResult, Summary) {
 	}
 	var s Summary
 	s.Policy, s.Rounds, s.Wall, s.Stopped = lg.Policy, len(lg.Rounds), lg.Wall, lg.Stopped
+	s.MinRoundGapSeconds = lg.MinRoundGapSeconds
 	s.PolicyStats = lg.PolicyStats
 	var jct, starve, ftf, ftfArr, ftfGav []float64
 	first, lastFinish := math.Inf(1), 0.0
@@ -225,7 +230,14 @@ func Analyse(lg *sim.Log, ref *sim.Log) ([]JobResult, Summary) {
 	for _, rd := range lg.Rounds {
 		solve = append(solve, rd.Solve.Seconds())
 		active = append(active, float64(rd.Active))
-		if rd.Start+lg.RoundSeconds > first && rd.Start < lastFinish {
+		if rd.Trigger != "" && rd.Trigger.Early() {
+			s.EarlyRounds++
+		}
+		length := rd.Seconds
+		if length == 0 {
+			length = lg.RoundSeconds // a log from before rounds had their length
+		}
+		if rd.Start+length > first && rd.Start < lastFinish {
 			busy += rd.BusyGPUSeconds
 			capa += rd.CapacityGPUSeconds
 		}

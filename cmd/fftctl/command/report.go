@@ -18,9 +18,9 @@ type ReportCommand struct {
 	Meta
 	job   string
 	quiet bool
-	// allocator is the fft-allocator's HTTP address (-allocator-addr or
-	// FFT_ALLOCATOR_ADDR); "" writes Consul KV instead.
-	allocator string
+	// allocator is how to reach the fft-allocator's HTTP API (-allocator-addr or
+	// FFT_ALLOCATOR_ADDR, and its TLS settings); no address writes Consul KV instead.
+	allocator allocatorConn
 	// getenv reads the task's environment; os.Getenv when nil.
 	getenv func(string) string
 }
@@ -40,19 +40,21 @@ With -allocator-addr (or FFT_ALLOCATOR_ADDR) the report goes to the
 allocator's PUT /v1/progress/<namespace>/<job> with the task's workload
 identity, NOMAD_TOKEN (give the task an identity { env = true } block), as
 X-Nomad-Token: an allocator with -progress-auth=nomad takes it only from the
-job's own tasks. Without it the report is written to the Consul key
-<prefix>/progress/<namespace>/<job>, which needs a Consul token that may
-write it (see the fft-allocator's README: with Consul ACLs only the
-allocator's may). Nomad passes the client's environment (CONSUL_HTTP_ADDR,
-...) to raw_exec and exec tasks; else give -consul-addr.
+job's own tasks. An allocator that serves HTTPS (its -tls-cert-file) is
+verified with -allocator-ca-cert (FFT_ALLOCATOR_CACERT); one that requires
+client certificates also gets -allocator-client-cert and
+-allocator-client-key. Without an allocator address the report is written
+to the Consul key <prefix>/progress/<namespace>/<job>, which needs a Consul
+token that may write it (see the fft-allocator's README: with Consul ACLs
+only the allocator's may). Nomad passes the client's environment
+(CONSUL_HTTP_ADDR, ...) to raw_exec and exec tasks; else give -consul-addr.
 `, consulOptions, "Report", c.ownFlags)
 }
 
 func (c *ReportCommand) ownFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.job, "job", "", "The job, as `namespace/job`, instead of NOMAD_NAMESPACE/NOMAD_JOB_ID.")
 	fs.BoolVar(&c.quiet, "quiet", false, "Print nothing on success.")
-	fs.StringVar(&c.allocator, "allocator-addr", os.Getenv("FFT_ALLOCATOR_ADDR"),
-		"The fft-allocator's HTTP API, such as http://127.0.0.1:4650: report there with NOMAD_TOKEN instead of writing Consul. Overrides FFT_ALLOCATOR_ADDR.")
+	c.allocator.flags(fs)
 }
 
 func (c *ReportCommand) Run(args []string) int {
@@ -72,9 +74,9 @@ func (c *ReportCommand) Run(args []string) int {
 	if err != nil {
 		return c.fail("Error: %v", err)
 	}
-	if c.allocator != "" {
-		if err := reportHTTP(context.Background(), c.allocator, id, getenv("NOMAD_TOKEN"), done); err != nil {
-			return c.fail("Error reporting progress to the fft-allocator at %s: %v", c.allocator, err)
+	if a := c.allocator.resolve(getenv); a.addr != "" {
+		if err := reportHTTP(context.Background(), a, id, getenv("NOMAD_TOKEN"), done); err != nil {
+			return c.fail("Error reporting progress to the fft-allocator at %s: %v", a.addr, err)
 		}
 	} else {
 		store, err := c.conn.store()

@@ -12,28 +12,30 @@ import (
 	"time"
 )
 
-// reportHTTP sends done for job id ("namespace/job") to the allocator's
-// progress endpoint at addr, with token (the task's workload identity) as
-// X-Nomad-Token when it is set. A refusal returns the allocator's message.
-func reportHTTP(ctx context.Context, addr, id, token string, done float64) error {
+// reportHTTP sends done for job id ("namespace/job") to the allocator's progress endpoint
+// that a names, with token (the task's workload identity) as X-Nomad-Token when it is set.
+// A refusal returns the allocator's message, a TLS mismatch the setting that fixes it.
+func reportHTTP(ctx context.Context, a allocatorConn, id, token string, done float64) error {
 	ns, job, _ := strings.Cut(id, "/")
-	base := strings.TrimRight(addr, "/")
+	base := strings.TrimRight(a.addr, "/")
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
 	u := base + "/v1/progress/" + url.PathEscape(ns) + "/" + url.PathEscape(job)
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+	client, err := a.client(30 * time.Second)
+	if err != nil {
+		return err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, strings.NewReader(strconv.FormatFloat(done, 'g', -1, 64)))
 	if err != nil {
-		return fmt.Errorf("-allocator-addr = %q: %w", addr, err)
+		return fmt.Errorf("-allocator-addr = %q: %w", a.addr, err)
 	}
 	if token != "" {
 		req.Header.Set("X-Nomad-Token", token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return explainTLS(err, a)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
@@ -46,6 +48,9 @@ func reportHTTP(ctx context.Context, addr, id, token string, done float64) error
 	msg := strings.TrimSpace(string(body))
 	if json.Unmarshal(body, &e) == nil && e.Error != "" {
 		msg = e.Error
+	}
+	if hint := statusHint(req.URL.Scheme, resp.StatusCode, body); hint != "" {
+		msg += " (" + hint + ")"
 	}
 	if resp.StatusCode == http.StatusUnauthorized && token == "" {
 		msg += " (NOMAD_TOKEN is not set: give the task an identity { env = true } block)"

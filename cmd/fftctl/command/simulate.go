@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/hashicorp/cli"
 
@@ -41,6 +42,7 @@ type simulateFlags struct {
 	throughputs                                                                  string
 	jobs, burst, parallel, maxRounds                                             int
 	roundSeconds, restartSeconds                                                 float64
+	minRoundGap                                                                  time.Duration
 	multiGPU, skipBad, plots, asJSON, wide, quiet, list, records, learn          bool
 }
 
@@ -61,6 +63,9 @@ type simulateOptions struct {
 	big            workload.BigJobs
 	roundSeconds   float64
 	restartSeconds float64
+	// minRoundGap is the live schedule's least gap between round starts
+	// (sim.Config.MinRoundGapSeconds); 0 runs fixed rounds.
+	minRoundGap time.Duration
 	// reference is the run FTF gavel divides by ("" for none).
 	reference string
 	out       string
@@ -122,6 +127,10 @@ func (c *SimulateCommand) ownFlags(fs *flag.FlagSet) {
 		"Round length for every policy, in `seconds`; 0 uses each policy's own (Gavel's 360, FFT's 300).")
 	fs.Float64Var(&f.restartSeconds, "restart-seconds", 0,
 		"Time in `seconds` lost when a job changes model or resumes; 0 as Gavel's simulator.")
+	fs.DurationVar(&f.minRoundGap, "min-round-gap", 0,
+		"Run the rounds on the fft-allocator's schedule: a round every R and an early one, at least this `duration` after the last start, "+
+			"when a job arrives while GPUs are idle or finishes while jobs wait (the allocator's -min-round-gap; its default is 5s). "+
+			"0s runs a round every R exactly, arrivals waiting for the next one, as Gavel's simulator.")
 	fs.StringVar(&f.reference, "reference", policy.IsolatedName,
 		"Also run this `policy`, as the denominator of Gavel's FTF; none skips it.")
 	fs.StringVar(&f.out, "out", filepath.Join("out", "simulate"), "Output `directory`.")
@@ -175,7 +184,7 @@ func (c *SimulateCommand) listPolicies() {
 // check validates the flags; errors name the flag and what it wants.
 func (f *simulateFlags) check() (*simulateOptions, error) {
 	o := &simulateOptions{jobs: f.jobs, burst: f.burst, multiGPU: f.multiGPU, trace: f.trace, skipBad: f.skipBad,
-		roundSeconds: f.roundSeconds, restartSeconds: f.restartSeconds, reference: f.reference, out: f.out,
+		roundSeconds: f.roundSeconds, restartSeconds: f.restartSeconds, minRoundGap: f.minRoundGap, reference: f.reference, out: f.out,
 		plots: f.plots, parallel: f.parallel, maxRounds: f.maxRounds, asJSON: f.asJSON, wide: f.wide, quiet: f.quiet, records: f.records, learn: f.learn}
 	var err error
 	policies := f.policies
@@ -221,6 +230,9 @@ func (f *simulateFlags) check() (*simulateOptions, error) {
 	}
 	if o.roundSeconds < 0 || o.restartSeconds < 0 || o.parallel < 1 || o.maxRounds < 0 || o.burst < 0 {
 		return nil, errors.New("-round-seconds, -restart-seconds, -max-rounds and -burst must be >= 0, -parallel >= 1")
+	}
+	if o.minRoundGap < 0 {
+		return nil, fmt.Errorf("-min-round-gap=%s: want 0s (fixed rounds) or more", o.minRoundGap)
 	}
 	if o.reference == "none" {
 		o.reference = ""

@@ -149,7 +149,7 @@ func runOne(ctx context.Context, o *simulateOptions, k runKey, trace *workload.T
 		src = workload.NewGenerator(workload.GenConfig{Rate: k.rate, Seed: k.seed, MultiGPU: o.multiGPU, Jobs: o.jobs, Burst: o.burst,
 			Stream: o.stream, Table: o.table})
 	}
-	cfg := sim.Config{Cluster: o.cluster, RoundSeconds: o.roundSeconds, RestartSeconds: o.restartSeconds,
+	cfg := sim.Config{Cluster: o.cluster, RoundSeconds: o.roundSeconds, RestartSeconds: o.restartSeconds, MinRoundGapSeconds: o.minRoundGap.Seconds(),
 		Window: o.window, MaxRounds: o.maxRounds, ProgressEvery: 500, KeepRecords: o.records,
 		Learn: o.learn && k.policy != o.reference}
 	if !o.quiet {
@@ -281,6 +281,7 @@ func writeRateOutputs(o *simulateOptions, rate float64, first string, results ma
 // printResults prints the table, or with -json every run's summary.
 func printResults(o *simulateOptions, rows []tableRow, stdout io.Writer) error {
 	if !o.asJSON {
+		fmt.Fprintln(stdout, roundsHeader(o))
 		if o.wide {
 			writeWideTable(stdout, rows)
 		} else {
@@ -297,6 +298,16 @@ func printResults(o *simulateOptions, rows []tableRow, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// roundsHeader says how the runs' rounds were scheduled.
+func roundsHeader(o *simulateOptions) string {
+	if o.minRoundGap > 0 {
+		return fmt.Sprintf("Rounds: the fft-allocator's schedule, every R and early ones at least %s apart\n"+
+			"(-min-round-gap %s): an arrival while GPUs are idle, a finish while jobs wait.\n", o.minRoundGap, o.minRoundGap)
+	}
+	return "Rounds: every R exactly, arrivals wait for the next one, as Gavel's simulator\n" +
+		"(-min-round-gap 0s; the fft-allocator runs early rounds, 5s apart by default).\n"
 }
 
 func writeFile(path string, f func(io.Writer) error) error {

@@ -95,6 +95,8 @@ func TestSimulateUsage(t *testing.T) {
 		{"bad window", []string{"-window", "5:1"}, 1, "-window"},
 		{"bad stream", []string{"-rng", "python"}, 1, `-rng: unknown random stream "python"`},
 		{"bad reference", []string{"-reference", "nope"}, 1, `-reference: unknown policy "nope"`},
+		{"negative gap", []string{"-min-round-gap", "-1s"}, 1, "-min-round-gap=-1s: want 0s (fixed rounds) or more"},
+		{"bad gap", []string{"-min-round-gap", "5"}, 1, "-min-round-gap"},
 		{"stray argument", []string{"extra"}, 1, "takes no arguments"},
 		{"missing trace", []string{"-trace", "/nonexistent/x.trace", "-quiet"}, 1, "loading trace"},
 		{"bad trace", []string{"-trace", "../../../allocator/workload/testdata/gavel_msr_small.trace", "-cluster", "v100=36,p100=36,k80=36", "-quiet"}, 1, `field "scale_factor" = "16"`},
@@ -103,6 +105,36 @@ func TestSimulateUsage(t *testing.T) {
 		if code != tc.code || !strings.Contains(out+errb, tc.want) {
 			t.Errorf("%s: exit %d, want %d with %q; output:\n%s%s", tc.name, code, tc.code, tc.want, out, errb)
 		}
+	}
+}
+
+// -min-round-gap runs the live allocator's schedule: the header and the JSON summary say so,
+// and the short jobs of a light load start as they arrive instead of at the next round.
+func TestSimulateMinRoundGap(t *testing.T) {
+	type run struct {
+		Gap        float64      `json:"min_round_gap_s"`
+		Early      int          `json:"early_rounds"`
+		Starvation metrics.Stat `json:"starvation_s"`
+	}
+	runs := map[string]run{}
+	for _, gap := range []string{"0s", "5s"} {
+		args := []string{"-policies", "gavel-ftf", "-jobs", "20", "-min-round-gap", gap, "-out", t.TempDir(), "-plots=false", "-quiet", "-reference", "none"}
+		code, out, errb := simulate(args...)
+		if code != 0 {
+			t.Fatalf("-min-round-gap %s: exit %d; stderr:\n%s", gap, code, errb)
+		}
+		if want := "(-min-round-gap " + gap; !strings.Contains(out, want) {
+			t.Errorf("-min-round-gap %s: the header lacks %q:\n%s", gap, want, out)
+		}
+		code, out, errb = simulate(append(args, "-json")...)
+		var r run
+		if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil {
+			t.Fatalf("-min-round-gap %s -json: exit %d, %v; stderr:\n%s", gap, code, err, errb)
+		}
+		runs[gap] = r
+	}
+	if f, e := runs["0s"], runs["5s"]; f.Gap != 0 || f.Early != 0 || e.Gap != 5 || e.Early == 0 || !(e.Starvation.Mean < f.Starvation.Mean) {
+		t.Errorf("fixed rounds %+v, live schedule %+v: want gaps 0 and 5, early rounds only with the gap, and less waiting to start", f, e)
 	}
 }
 

@@ -103,6 +103,10 @@ func TestDriverBadConfigRefused(t *testing.T) {
 		{`allocator_address = "127.0.0.1:4650"`, "allocator_address: want an http(s) URL"},
 		{`report_period = "soon"`, `report_period: invalid duration "soon"`},
 		{`checkpoint_root = "relative"`, "checkpoint_root: want an absolute path"},
+		{"allocator_address = \"https://127.0.0.1:4650\"\n allocator_ca_file = \"/nonexistent/ca.pem\"",
+			`allocator_ca_file = "/nonexistent/ca.pem": no such file or directory`},
+		{"allocator_address = \"https://127.0.0.1:4650\"\n allocator_key_file = \"/nonexistent/key.pem\"",
+			"allocator_cert_file and allocator_key_file: a client certificate needs both"},
 	} {
 		_, err := newDriverLoader(t, `plugin "nomad-driver-fft" { config { `+tc.config+` } }`)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -91,14 +91,16 @@ func (p *Process) Kill() { p.proc.Kill() }
 // Agent is a Nomad agent process started by a test.
 type Agent struct {
 	*Process
-	HTTP    string // http://127.0.0.1:port
+	HTTP    string // http://127.0.0.1:port, https:// with TLS
 	RPCAddr string // 127.0.0.1:port
+	// TLS is what its API clients need when it serves HTTPS, else nil.
+	TLS *api.TLSConfig
 }
 
 // Client returns an API client for the agent.
 func (a *Agent) Client(t testing.TB) *api.Client {
 	t.Helper()
-	c, err := api.NewClient(&api.Config{Address: a.HTTP})
+	c, err := api.NewClient(&api.Config{Address: a.HTTP, TLSConfig: a.TLS})
 	if err != nil {
 		t.Fatalf("API client for %s: %v", a.Name, err)
 	}

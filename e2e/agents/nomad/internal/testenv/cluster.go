@@ -51,6 +51,10 @@ type ClusterOptions struct {
 	ConsulAddrs []string
 	// ServerExtra is more HCL inside the server's server block.
 	ServerExtra string
+	// TLS, when set, turns TLS on for every agent's HTTP and RPC with its certificates
+	// (agentrun.NomadAgent.TLS) and for the clients' Consul (ConsulAddrs serve HTTPS);
+	// Cluster.API then uses its CLI certificate.
+	TLS *PKI
 }
 
 // StartCluster starts a Nomad server and one client per FakeGPUClient under root, each
@@ -76,7 +80,11 @@ func StartClusterWith(t testing.TB, nomad, root string, clients []FakeGPUClient,
 	}
 
 	sp := at(0)
-	server := StartAgent(t, nomad, "server", root, sp, agentrun.NomadServerConfigWith(agent("fft-e2e-server", sp), opts.ServerExtra))
+	sa := agent("fft-e2e-server", sp)
+	if opts.TLS != nil {
+		sa.TLS = &opts.TLS.NomadServer
+	}
+	server := withTLS(StartAgent(t, nomad, "server", root, sp, agentrun.NomadServerConfigWith(sa, opts.ServerExtra)), opts.TLS)
 	c := &Cluster{Server: server, API: server.Client(t), NodeIDs: map[string]string{}, Clients: map[string]*Agent{}}
 	Eventually(t, 60*time.Second, 250*time.Millisecond, "server elects itself", func() error {
 		if server.Exited() {
@@ -99,11 +107,17 @@ func StartClusterWith(t testing.TB, nomad, root string, clients []FakeGPUClient,
 		if i < len(opts.ConsulAddrs) {
 			a.ConsulAddr = opts.ConsulAddrs[i]
 		}
+		if opts.TLS != nil {
+			a.TLS = &opts.TLS.NomadClient
+			if a.ConsulAddr != "" {
+				a.ConsulTLS = &opts.TLS.NomadClient
+			}
+		}
 		dir := pluginDir
 		if fc.PluginDir != "" {
 			dir = fc.PluginDir
 		}
-		c.Clients[fc.Name] = StartAgent(t, nomad, fc.Name, root, p, agentrun.NomadClientConfig(agentrun.NomadClient{
+		c.Clients[fc.Name] = withTLS(StartAgent(t, nomad, fc.Name, root, p, agentrun.NomadClientConfig(agentrun.NomadClient{
 			NomadAgent:   a,
 			Server:       server.RPCAddr,
 			NodePool:     fc.NodePool,
@@ -111,7 +125,7 @@ func StartClusterWith(t testing.TB, nomad, root string, clients []FakeGPUClient,
 			PluginDir:    dir,
 			GPU:          agentrun.FakeGPU{Model: fc.Model, Count: fc.Count, Extra: fc.Extra},
 			Extra:        fc.AgentExtra,
-		}))
+		})), opts.TLS)
 		agents = append(agents, c.Clients[fc.Name])
 	}
 
@@ -151,6 +165,16 @@ func StartClusterWith(t testing.TB, nomad, root string, clients []FakeGPUClient,
 		return nil
 	})
 	return c
+}
+
+// withTLS points a's address and API clients at HTTPS with p's CLI certificate; a as it is
+// for nil p.
+func withTLS(a *Agent, p *PKI) *Agent {
+	if p != nil {
+		a.HTTP = "https://" + strings.TrimPrefix(a.HTTP, "http://")
+		a.TLS = p.NomadTLS()
+	}
+	return a
 }
 
 // bootstrap creates the cluster's management token and has c.API use it.

@@ -28,6 +28,10 @@ type Consul struct {
 	ManagementToken string
 	// SerfLAN is its LAN gossip address, which client agents join.
 	SerfLAN string
+	// scheme and client are how Do reaches it: "https" and a client with the test's
+	// certificates for StartConsulTLS's agent, else plain HTTP.
+	scheme string
+	client *http.Client
 }
 
 // ConsulOptions are StartConsulWith's choices; the zero value is StartConsul's agent.
@@ -93,14 +97,18 @@ func (c *Consul) Get(path string) ([]byte, int, error) {
 // Do sends an HTTP request to the agent with the management token (if any) and returns the
 // body and status code.
 func (c *Consul) Do(method, path, body string) ([]byte, int, error) {
-	req, err := http.NewRequest(method, "http://"+c.HTTP+path, strings.NewReader(body))
+	scheme, client := "http", http.DefaultClient
+	if c.client != nil {
+		scheme, client = c.scheme, c.client
+	}
+	req, err := http.NewRequest(method, scheme+"://"+c.HTTP+path, strings.NewReader(body))
 	if err != nil {
 		return nil, 0, err
 	}
 	if c.ManagementToken != "" {
 		req.Header.Set("X-Consul-Token", c.ManagementToken)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, 0, err
 	}
