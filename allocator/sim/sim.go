@@ -195,6 +195,12 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 		}
 		kind, why := sch.due()
 		rr, err := rounds.RunRound(ctx, kind, why)
+		if err != nil && ctx.Err() != nil {
+			// Interrupted (Ctrl-C) inside a round: the run so far is
+			// kept, as one stopped between rounds is.
+			lg.Stopped = ctx.Err().Error()
+			break
+		}
 		if err != nil {
 			return nil, fmt.Errorf("sim: policy %q, round %d: %w", pol.Name(), round, err)
 		}

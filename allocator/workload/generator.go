@@ -21,6 +21,10 @@ type GenConfig struct {
 	MultiGPU bool
 	// Jobs caps the stream (0 = endless, continuous mode).
 	Jobs int
+	// Burst jobs (the first ones) all arrive at time 0; the Poisson
+	// stream at Rate follows from there. 0 is Gavel's generator, whose
+	// first job alone arrives at 0.
+	Burst int
 	// Reference is the model whose throughput converts duration to steps.
 	Reference string
 	Table     *Throughputs
@@ -130,7 +134,7 @@ func (g *Generator) Next() (JobSpec, error) {
 
 // nextOurs draws a job from our stream: its type, GPUs and V100 seconds.
 func (g *Generator) nextOurs() (string, int, float64) {
-	if g.next > 0 && g.cfg.Rate > 0 {
+	if g.next >= max(1, g.cfg.Burst) && g.cfg.Rate > 0 {
 		g.t += g.rng.ExpFloat64() * 3600 / g.cfg.Rate
 	}
 	// Gavel's generate_job (scheduler/utils.py, stanford-futuredata/gavel,
@@ -179,7 +183,7 @@ func (g *Generator) nextOurs() (string, int, float64) {
 // choice(JobTable) until the scale factor is 1 or the type is distributed.
 // Gavel keeps the steps as a float (duration x V100 throughput).
 func (g *Generator) nextGavel() (string, int, float64) {
-	if g.next > 0 && g.cfg.Rate > 0 {
+	if g.next >= max(1, g.cfg.Burst) && g.cfg.Rate > 0 {
 		// Gavel divides by the rate parameter 1/lam, lam = 3600/rate;
 		// the same operations give the same rounding.
 		lam := 3600 / g.cfg.Rate

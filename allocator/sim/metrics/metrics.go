@@ -80,7 +80,10 @@ type Summary struct {
 	Switches    int           `json:"switches"`
 	Preemptions int           `json:"preemptions"`
 	// Solve is the policy's time per round, in seconds.
-	Solve  Stat `json:"solve_s"`
+	Solve Stat `json:"solve_s"`
+	// Active is the number of jobs in the cluster per round (the solver's
+	// problem size).
+	Active Stat `json:"active"`
 	Rounds int  `json:"rounds"`
 	// EarlyRounds are the rounds a trigger brought forward, with the
 	// live schedule's MinRoundGapSeconds (0: fixed rounds, none).
@@ -223,9 +226,10 @@ func Analyse(lg *sim.Log, ref *sim.Log) ([]JobResult, Summary) {
 	}
 	s.Makespan = lastFinish
 	var busy, capa float64
-	var solve []float64
+	var solve, active []float64
 	for _, rd := range lg.Rounds {
 		solve = append(solve, rd.Solve.Seconds())
+		active = append(active, float64(rd.Active))
 		if rd.Trigger != "" && rd.Trigger.Early() {
 			s.EarlyRounds++
 		}
@@ -241,7 +245,7 @@ func Analyse(lg *sim.Log, ref *sim.Log) ([]JobResult, Summary) {
 	if capa > 0 {
 		s.Utilisation = busy / capa
 	}
-	s.Solve = Stats(solve)
+	s.Solve, s.Active = Stats(solve), Stats(active)
 	return res, s
 }
 

@@ -39,7 +39,8 @@ var _ cli.Command = &SimulateCommand{}
 // simulateOptions.
 type simulateFlags struct {
 	policies, cluster, rates, seeds, window, bigJobs, rng, trace, reference, out string
-	jobs, parallel, maxRounds                                                    int
+	throughputs                                                                  string
+	jobs, burst, parallel, maxRounds                                             int
 	roundSeconds, restartSeconds                                                 float64
 	minRoundGap                                                                  time.Duration
 	multiGPU, skipBad, plots, asJSON, wide, quiet, list, records, learn          bool
@@ -52,6 +53,8 @@ type simulateOptions struct {
 	rates          []float64
 	seeds          []uint64
 	jobs           int
+	burst          int
+	table          *workload.Throughputs
 	window         sim.Window
 	multiGPU       bool
 	stream         workload.Stream
@@ -108,6 +111,9 @@ func (c *SimulateCommand) ownFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.rates, "rates", "0.6", "Comma-separated arrival `rates` in jobs/hour to sweep.")
 	fs.StringVar(&f.seeds, "seeds", "0", "Comma-separated workload `seeds` to average over, for example 0,1,2. Defaults to 0.")
 	fs.IntVar(&f.jobs, "jobs", 300, "Jobs to generate; 0 is an endless stream and needs -window.")
+	fs.IntVar(&f.burst, "burst", 0, "The first `n` generated jobs all arrive at time 0; the stream at -rates follows.")
+	fs.StringVar(&f.throughputs, "throughputs", workload.TableGavel,
+		"The throughput `table` jobs run at: gavel (Gavel's measured V100, P100, K80) or gavel-8 (those and five synthetic models derived from them, allocator/workload/README.md).")
 	fs.StringVar(&f.window, "window", "",
 		"Measure only jobs lo..hi-1, as `lo:hi`, and stop when they finish (Gavel's continuous mode: -jobs=0 -window=4000:5000).")
 	fs.BoolVar(&f.multiGPU, "multi-gpu", true, "Let the generator draw 1/2/4/8-GPU jobs.")
@@ -177,7 +183,7 @@ func (c *SimulateCommand) listPolicies() {
 
 // check validates the flags; errors name the flag and what it wants.
 func (f *simulateFlags) check() (*simulateOptions, error) {
-	o := &simulateOptions{jobs: f.jobs, multiGPU: f.multiGPU, trace: f.trace, skipBad: f.skipBad,
+	o := &simulateOptions{jobs: f.jobs, burst: f.burst, multiGPU: f.multiGPU, trace: f.trace, skipBad: f.skipBad,
 		roundSeconds: f.roundSeconds, restartSeconds: f.restartSeconds, minRoundGap: f.minRoundGap, reference: f.reference, out: f.out,
 		plots: f.plots, parallel: f.parallel, maxRounds: f.maxRounds, asJSON: f.asJSON, wide: f.wide, quiet: f.quiet, records: f.records, learn: f.learn}
 	var err error
@@ -189,6 +195,12 @@ func (f *simulateFlags) check() (*simulateOptions, error) {
 		return nil, err
 	}
 	if o.cluster, err = parseCluster(f.cluster); err != nil {
+		return nil, err
+	}
+	if o.table, err = workload.ThroughputTable(f.throughputs); err != nil {
+		return nil, fmt.Errorf("-throughputs: %w", err)
+	}
+	if err := checkClusterModels(o.cluster, o.table, f.throughputs, f.trace != ""); err != nil {
 		return nil, err
 	}
 	if o.rates, err = parseRates(f.rates); err != nil {
@@ -216,8 +228,8 @@ func (f *simulateFlags) check() (*simulateOptions, error) {
 	if o.stream, err = workload.ParseStream(f.rng); err != nil {
 		return nil, fmt.Errorf("-rng: %w", err)
 	}
-	if o.roundSeconds < 0 || o.restartSeconds < 0 || o.parallel < 1 || o.maxRounds < 0 {
-		return nil, errors.New("-round-seconds, -restart-seconds and -max-rounds must be >= 0, -parallel >= 1")
+	if o.roundSeconds < 0 || o.restartSeconds < 0 || o.parallel < 1 || o.maxRounds < 0 || o.burst < 0 {
+		return nil, errors.New("-round-seconds, -restart-seconds, -max-rounds and -burst must be >= 0, -parallel >= 1")
 	}
 	if o.minRoundGap < 0 {
 		return nil, fmt.Errorf("-min-round-gap=%s: want 0s (fixed rounds) or more", o.minRoundGap)
@@ -304,6 +316,27 @@ func parseCluster(s string) ([]allocator.Model, error) {
 		return nil, errors.New("-cluster is empty: give GPUs per model, for example v100=12,p100=12")
 	}
 	return out, nil
+}
+
+// checkClusterModels rejects a -cluster model the throughput table has no
+// column for: its jobs would fit nowhere on it. A trace may name its own
+// models (rate:<model> columns), so with -trace the check is left to the
+// trace's loader.
+func checkClusterModels(cluster []allocator.Model, table *workload.Throughputs, name string, trace bool) error {
+	if trace {
+		return nil
+	}
+	for _, m := range cluster {
+		if !table.HasModel(m.Name) {
+			hint := ""
+			if name != workload.TableGavel8 && workload.Gavel8Throughputs().HasModel(m.Name) {
+				hint = "; -throughputs " + workload.TableGavel8 + " has it"
+			}
+			return fmt.Errorf("-cluster: model %q is not in the -throughputs %s table (its models: %s)%s",
+				m.Name, name, strings.Join(table.Models, ", "), hint)
+		}
+	}
+	return nil
 }
 
 // splitList splits a comma-separated list, dropping empty items.

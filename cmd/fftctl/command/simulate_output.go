@@ -57,7 +57,7 @@ func cleanNaN(s metrics.Summary) metrics.Summary {
 			*v = -1
 		}
 	}
-	for _, st := range []*metrics.Stat{&s.JCT, &s.Starvation, &s.Solve} {
+	for _, st := range []*metrics.Stat{&s.JCT, &s.Starvation, &s.Solve, &s.Active} {
 		c(&st.Mean)
 		c(&st.P50)
 		c(&st.P99)

@@ -74,7 +74,7 @@ func loadTrace(o *simulateOptions, stderr io.Writer) (*workload.Trace, error) {
 	if o.trace == "" {
 		return nil, nil
 	}
-	t, err := workload.LoadTrace(o.trace, workload.TraceOptions{Cluster: o.cluster, Skip: o.skipBad, Big: o.big})
+	t, err := workload.LoadTrace(o.trace, workload.TraceOptions{Table: o.table, Cluster: o.cluster, Skip: o.skipBad, Big: o.big})
 	if err != nil {
 		return nil, fmt.Errorf("loading trace: %w", err)
 	}
@@ -146,7 +146,8 @@ func runOne(ctx context.Context, o *simulateOptions, k runKey, trace *workload.T
 	if trace != nil {
 		src = &workload.SliceSource{Jobs: trace.Jobs}
 	} else {
-		src = workload.NewGenerator(workload.GenConfig{Rate: k.rate, Seed: k.seed, MultiGPU: o.multiGPU, Jobs: o.jobs, Stream: o.stream})
+		src = workload.NewGenerator(workload.GenConfig{Rate: k.rate, Seed: k.seed, MultiGPU: o.multiGPU, Jobs: o.jobs, Burst: o.burst,
+			Stream: o.stream, Table: o.table})
 	}
 	cfg := sim.Config{Cluster: o.cluster, RoundSeconds: o.roundSeconds, RestartSeconds: o.restartSeconds, MinRoundGapSeconds: o.minRoundGap.Seconds(),
 		Window: o.window, MaxRounds: o.maxRounds, ProgressEvery: 500, KeepRecords: o.records,
