@@ -15,7 +15,7 @@
 # `checkpoint_dir` set the checkpoint is real (the seconds run so far, in a file there) and the
 # next run resumes from it. With `fftctl` set it also reports its progress as a training loop
 # would, with `fftctl report` (work done = seconds run x work / seconds), every 2 seconds and
-# when it ends (that last report is retried for 30 seconds; a report that fails never fails
+# when it ends (that last report is retried for 60 seconds; a report that fails never fails
 # the task). With `allocator_addr` the reports go to the fft-allocator's HTTP API with the
 # task's workload identity (over HTTPS with `allocator_ca_cert`); else to Consul KV.
 
@@ -147,9 +147,9 @@ job "fft-train" {
           if [ -n "$reporter" ]; then
             kill $reporter
             # The work is done whether the last report lands or not: retry it for a while
-            # (Consul may be restarting) and never fail the task for it.
+            # (Consul may be restarting and electing a leader) and never fail the task for it.
             tries=0
-            until report ${var.seconds} || [ $tries -ge 15 ]; do tries=$((tries + 1)); sleep 2; done
+            until report ${var.seconds} || [ $tries -ge 30 ]; do tries=$((tries + 1)); sleep 2; done
           fi
           exit 0
         EOT
