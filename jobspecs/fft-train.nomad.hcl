@@ -139,13 +139,18 @@ job "fft-train" {
           pid=$!
           reporter=
           trap 'echo "checkpoint written"; [ -z "$ckpt" ] || seconds_run > "$ckpt"; kill $pid $reporter 2>/dev/null; exit 0' INT TERM
+          # The periodic reporter stops at its next turn when this file exists; the last report
+          # waits for it, so a periodic report still in flight cannot land after it.
+          stop="$NOMAD_TASK_DIR/.report-stop"
+          rm -f "$stop"
           if [ -n "${var.fftctl}" ]; then
-            (while sleep 2; do report "$(seconds_run)"; done) &
+            (while sleep 2 && [ ! -e "$stop" ]; do report "$(seconds_run)"; done) &
             reporter=$!
           fi
           wait $pid
           if [ -n "$reporter" ]; then
-            kill $reporter
+            touch "$stop"
+            wait $reporter
             # The work is done whether the last report lands or not: retry it for a while
             # (Consul may be restarting and electing a leader) and never fail the task for it.
             tries=0
