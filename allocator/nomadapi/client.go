@@ -206,18 +206,13 @@ type unhealthyGPUs map[string]map[string]bool
 func holdsUnhealthy(allocs []*api.AllocationListStub, bad unhealthyGPUs) bool {
 	for _, a := range allocs {
 		live := a.ClientStatus == api.AllocClientStatusPending || a.ClientStatus == api.AllocClientStatusRunning
-		if a.DesiredStatus != api.AllocDesiredStatusRun || !live || a.AllocatedResources == nil || bad[a.NodeID] == nil {
+		if a.DesiredStatus != api.AllocDesiredStatusRun || !live || bad[a.NodeID] == nil {
 			continue
 		}
-		for _, t := range a.AllocatedResources.Tasks {
-			for _, d := range t.Devices {
-				if d == nil || d.Vendor != GPUVendor || d.Type != GPUType {
-					continue
-				}
-				for _, id := range d.DeviceIDs {
-					if bad[a.NodeID][id] {
-						return true
-					}
+		for _, d := range allocGPUs(a) {
+			for _, id := range d.DeviceIDs {
+				if bad[a.NodeID][id] {
+					return true
 				}
 			}
 		}
@@ -226,17 +221,27 @@ func holdsUnhealthy(allocs []*api.AllocationListStub, bad unhealthyGPUs) bool {
 }
 
 func allocModel(a *api.AllocationListStub) string {
-	if a.AllocatedResources == nil {
-		return ""
+	if gpus := allocGPUs(a); len(gpus) > 0 {
+		return gpus[0].Name
 	}
+	return ""
+}
+
+// allocGPUs are the GPU devices (the device plugin's vendor and type) the
+// allocation's tasks hold (Tasks is a map: a gang's tasks hold one model).
+func allocGPUs(a *api.AllocationListStub) []*api.AllocatedDeviceResource {
+	if a.AllocatedResources == nil {
+		return nil
+	}
+	var out []*api.AllocatedDeviceResource
 	for _, t := range a.AllocatedResources.Tasks {
 		for _, d := range t.Devices {
 			if d != nil && d.Vendor == GPUVendor && d.Type == GPUType {
-				return d.Name
+				out = append(out, d)
 			}
 		}
 	}
-	return ""
+	return out
 }
 
 // capacity counts healthy GPUs per model on ready, eligible, undrained
