@@ -119,6 +119,13 @@ func (c *Config) SwitchPenalty(j *Job, model string) float64 {
 	if j.LastModel == "" || j.LastModel == model {
 		return 0
 	}
+	return c.MovePrice(j)
+}
+
+// MovePrice is what moving job j costs in GPU-rounds, whether to another
+// model or to other hosts of its own (the placement stage's consolidation):
+// its GPUs idle while its checkpoint moves and it restarts.
+func (c *Config) MovePrice(j *Job) float64 {
 	secs := c.restartOf(j) + j.StateGB*8/c.TransferGbps
 	return float64(j.GPUs) * secs / c.RoundSeconds
 }

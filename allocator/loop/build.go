@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
 	"github.com/nomad-fft/nomad-fft/allocator/report"
 	"github.com/nomad-fft/nomad-fft/fairness"
@@ -94,6 +96,7 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 	pr := &problem{records: make(map[string]JobRecord, len(snap.Jobs)), noFit: map[string]string{}, weighted: weighted, overrides: overrides,
 		rates: rt, learning: map[string]int{}, prices: map[string]RestartPrice{}}
 	tenants := map[string]string{}
+	largest := placement.LargestHost(snap.Hosts)
 	capacity := make(map[string]int, len(snap.Models))
 	for _, m := range snap.Models {
 		capacity[m.Name] = m.GPUs - rt.pinnedOn(m.Name)
@@ -170,18 +173,30 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 				continue
 			}
 		}
-		fits := false
+		fits, named := false, false
+		var tooBig []string
 		for name, theta := range tp {
-			if y, ok := capacity[name]; ok {
-				fits = fits || allocator.Fits(&allocator.Model{Name: name, GPUs: y}, j.Spec.GPUs, 0, theta)
-			} else {
+			y, ok := capacity[name]
+			named = named || ok
+			switch {
+			case !ok:
 				delete(tp, name)
+			case len(snap.Hosts) > 0 && !placement.Fits(j.PiecesOf(), largest[name]):
+				// Each allocation lies on one node: no host of the model
+				// can take it, however many GPUs the model has.
+				delete(tp, name)
+				tooBig = append(tooBig, name)
+			default:
+				fits = fits || allocator.Fits(&allocator.Model{Name: name, GPUs: y}, j.Spec.GPUs, 0, theta)
 			}
 		}
 		if !fits {
 			rec.Status = StatusNoFit
 			pr.records[j.ID] = rec
-			pr.noFit[j.ID] = noFitReason(j, snap.Models, len(tp) > 0)
+			pr.noFit[j.ID] = noFitReason(j, snap.Models, named)
+			if len(tooBig) > 0 {
+				pr.noFit[j.ID] = hostlessReason(j, tooBig, largest)
+			}
 			continue
 		}
 		if rec.Status != StatusRunning {
@@ -292,6 +307,18 @@ func noFitReason(j *Job, models []allocator.Model, named bool) string {
 		return fmt.Sprintf("%s = %q names no GPU model of the cluster; %s", jobmeta.KeyThroughput, jobmeta.FormatThroughput(j.Spec.Throughput), cluster)
 	}
 	return fmt.Sprintf("%s = %d: more GPUs than any model named in %s has; %s", jobmeta.KeyGPUs, j.Spec.GPUs, jobmeta.KeyThroughput, cluster)
+}
+
+// hostlessReason says why a job fits no host: one of its allocations needs
+// more GPUs than any node of each model it could use has, and how to split it.
+func hostlessReason(j *Job, models []string, largest map[string]int) string {
+	slices.Sort(models)
+	var have []string
+	for _, m := range models {
+		have = append(have, fmt.Sprintf("%s (largest host: %d GPUs)", m, largest[m]))
+	}
+	return fmt.Sprintf("%s: an allocation of %d GPUs fits no host of %s; each allocation runs on one node, so split the job into a task group with count > 1 (e.g. count = 2 with half the GPUs each)",
+		jobmeta.KeyGPUs, slices.Max(j.PiecesOf()), strings.Join(have, ", "))
 }
 
 // digest is a SHA-256 of the instance's JSON (maps are written sorted).

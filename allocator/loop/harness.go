@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
 )
 
 // Harness is an Observer and Applier over jobs held in memory in Nomad's
@@ -20,6 +22,10 @@ import (
 type Harness struct {
 	mu     sync.Mutex
 	Models []allocator.Model
+	// Hosts, when set, are the GPU nodes: Observe reports them with the
+	// jobs' slots, and a start or migration puts the job on the change's
+	// slots, as Nomad does on the node the allocator pins it to.
+	Hosts []placement.Host
 	Jobs   map[string]*Job
 	// Applied lists every change applied, "action name model".
 	Applied []string
@@ -46,12 +52,22 @@ func (h *Harness) Observe(context.Context) (*Snapshot, error) {
 	}
 	s := &Snapshot{Models: h.Models, Calls: 1}
 	ids := make([]string, 0, len(h.Jobs))
-	for id := range h.Jobs {
+	held := map[string][]placement.Slot{}
+	for id, j := range h.Jobs {
 		ids = append(ids, id)
+		if len(j.Allocs) > 0 {
+			held[id] = j.Slots
+		}
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
 		s.Jobs = append(s.Jobs, *h.Jobs[id])
+	}
+	if len(h.Hosts) > 0 {
+		s.Hosts = placement.WithJobs(h.Hosts, held)
+		if s.Models == nil {
+			s.Models = modelsOf(h.Hosts)
+		}
 	}
 	return s, nil
 }
@@ -72,8 +88,9 @@ func (h *Harness) Apply(_ context.Context, p *Plan) ApplyResult {
 			// Nomad places a new allocation on healthy GPUs only.
 			j.Gated, j.OffPool, j.Model, j.RunningModel, j.Allocs = false, false, c.Model, c.Model, []string{"alloc-" + j.Name}
 			j.UnhealthyGPU = false
+			j.Slots, j.Pinned = c.Slots, c.Hosts()
 		case ActionPark:
-			j.Gated, j.RunningModel, j.Allocs, j.UnhealthyGPU = true, "", nil, false
+			j.Gated, j.RunningModel, j.Allocs, j.UnhealthyGPU, j.Slots = true, "", nil, false, nil
 		}
 		if r.Applied == nil {
 			r.Applied = map[Action]int{}
@@ -81,6 +98,16 @@ func (h *Harness) Apply(_ context.Context, p *Plan) ApplyResult {
 		r.Applied[c.Action]++
 	}
 	return r
+}
+
+// modelsOf is the models of the hosts with their GPUs, sorted by name.
+func modelsOf(hosts []placement.Host) []allocator.Model {
+	var out []allocator.Model
+	for name, n := range placement.ModelGPUs(hosts) {
+		out = append(out, allocator.Model{Name: name, GPUs: n})
+	}
+	slices.SortFunc(out, func(a, b allocator.Model) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // Set adds or replaces a job.

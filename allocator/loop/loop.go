@@ -218,16 +218,29 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	}); err != nil {
 		return nil, err
 	}
-	chosen := dec.Assignment() // the policy's, without the jobs being measured
-	dec = withPinned(dec, pr)
+	// Place it on hosts (deciding again without what no host can take).
+	var chosen map[string]string // the policy's, without the jobs being measured
+	var pl *placed
+	if err := ph.run(3, "place", func() (err error) {
+		var polDec *allocator.Decision
+		polDec, dec, pl, err = l.place(ctx, pr, snap, dec)
+		if err == nil {
+			chosen = polDec.Assignment()
+		}
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	explainUnplaced(dec, pl, snap.Hosts)
 	assignment := dec.Assignment()
 
 	// 4. Claim the round in the store (when it can), then apply the
 	// difference between the cluster and the decision. A round whose claim
 	// fails changes nothing in the cluster.
-	plan := Diff(snap.Jobs, assignment)
+	plan := DiffPlaced(snap.Jobs, assignment, pl.slots())
 	next := &Ledger{Round: t + 1, Clock: clock + 1, Start: start, Jobs: pr.records, Version: prev.Version}
 	rec := l.newRecord(t, start, kind, triggerJobs, clock, kept, snap, pr, dec, plan, ApplyResult{})
+	pl.record(rec, snap, l.opts.record == RecordFull)
 	prev, err = l.claim(ctx, ph, prev, next, rec)
 	if err != nil {
 		return nil, err
@@ -249,6 +262,7 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	// check-and-set against the ledger this round started from (or claimed).
 	err = ph.run(5, "record", func() error {
 		achieved := advance(pr, dec, plan, next, rec, l.opts.cfg.RoundSeconds, l.opts.record == RecordFull)
+		pl.recordLines(rec)
 		recordRates(pr, plan, next, rec, progress, t, l.opts.record == RecordFull)
 		if lr, ok := l.opts.pol.(policy.Observer); ok {
 			lr.Observe(pr.snapshot, policy.Assignment(chosen), achieved)

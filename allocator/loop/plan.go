@@ -2,7 +2,10 @@ package loop
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
 )
 
 // Action is what a round does to one job.
@@ -29,6 +32,49 @@ type Change struct {
 	Action Action
 	// Model is the model to run on (start, migrate, keep of a running job).
 	Model string
+	// Slots are the hosts to run on, one per allocation, when the round
+	// placed the job (the applier pins the job to their nodes).
+	Slots []placement.Slot
+}
+
+// Hosts are the distinct nodes of the change's slots, sorted.
+func (c *Change) Hosts() []string { return hostsOf(c.Slots) }
+
+func hostsOf(slots []placement.Slot) []string {
+	var out []string
+	for _, s := range slots {
+		if !slices.Contains(out, s.Host) {
+			out = append(out, s.Host)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sameSlots reports whether two placements hold the same GPUs on the same
+// hosts (in any order).
+func sameSlots(a, b []placement.Slot) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	count := map[placement.Slot]int{}
+	for _, s := range a {
+		count[s]++
+	}
+	for _, s := range b {
+		count[s]--
+	}
+	for _, n := range count {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// sameHosts reports whether a pin names exactly the placement's hosts.
+func sameHosts(pinned []string, slots []placement.Slot) bool {
+	return slices.Equal(hostsOf(slots), slices.Sorted(slices.Values(pinned)))
 }
 
 // Plan is the difference between the cluster and a round's decision, as
@@ -67,7 +113,13 @@ func (p *Plan) ActionOf(id string) Action {
 // and returns what to change. Finished jobs are never touched, and a held
 // job (gated or outside the GPU pool) that the round leaves out and that has
 // no allocation is kept as it is: holding it costs no write. It is pure.
-func Diff(jobs []Job, assignment map[string]string) *Plan {
+func Diff(jobs []Job, assignment map[string]string) *Plan { return DiffPlaced(jobs, assignment, nil) }
+
+// DiffPlaced is Diff with the placement stage's hosts for each running job
+// (nil: the round placed nothing): a job kept on its model but put on other
+// hosts migrates there, and a job not yet placed by Nomad whose pin names
+// other hosts is started again with the new pin. It is pure.
+func DiffPlaced(jobs []Job, assignment map[string]string, slots map[string][]placement.Slot) *Plan {
 	p := &Plan{}
 	for k := range jobs {
 		j := &jobs[k]
@@ -75,13 +127,16 @@ func Diff(jobs []Job, assignment map[string]string) *Plan {
 			continue
 		}
 		model, run := assignment[j.ID]
+		to, placed := slots[j.ID]
+		moved := placed && len(j.Allocs) > 0 && len(j.Slots) > 0 && !sameSlots(j.Slots, to)
+		repin := placed && len(j.Allocs) == 0 && !sameHosts(j.Pinned, to)
 		switch {
-		case run && !j.Held() && j.Model == model && (len(j.Allocs) == 0 || j.RunningModel == "" || j.RunningModel == model):
-			p.Keep = append(p.Keep, Change{Job: j, Action: ActionKeep, Model: model})
-		case run && len(j.Allocs) > 0 && j.RunningModel != "" && j.RunningModel != model:
-			p.Migrate = append(p.Migrate, Change{Job: j, Action: ActionMigrate, Model: model})
+		case run && !j.Held() && j.Model == model && (len(j.Allocs) == 0 || j.RunningModel == "" || j.RunningModel == model) && !moved && !repin:
+			p.Keep = append(p.Keep, Change{Job: j, Action: ActionKeep, Model: model, Slots: to})
+		case run && len(j.Allocs) > 0 && j.RunningModel != "" && (j.RunningModel != model || moved):
+			p.Migrate = append(p.Migrate, Change{Job: j, Action: ActionMigrate, Model: model, Slots: to})
 		case run:
-			p.Start = append(p.Start, Change{Job: j, Action: ActionStart, Model: model})
+			p.Start = append(p.Start, Change{Job: j, Action: ActionStart, Model: model, Slots: to})
 		case j.Held() && len(j.Allocs) == 0:
 			p.Keep = append(p.Keep, Change{Job: j, Action: ActionKeep})
 		default:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
 	"github.com/nomad-fft/nomad-fft/allocator/profile"
 	"github.com/nomad-fft/nomad-fft/allocator/report"
 	"github.com/nomad-fft/nomad-fft/fairness"
@@ -33,6 +34,15 @@ type Job struct {
 	// finished (pending or running); RunningModel is the GPU model they hold.
 	Allocs       []string
 	RunningModel string
+	// Pieces are the GPUs of each allocation the job asks for (Nomad: one
+	// per task group instance, each on one node); nil means one piece of
+	// all its GPUs. Slots are where its live allocations hold GPUs now, one
+	// per allocation that holds any.
+	Pieces []int
+	Slots  []placement.Slot
+	// Pinned are the nodes the allocator pinned the job to (its node
+	// constraint), none if unpinned.
+	Pinned []string
 	// UnhealthyGPU is true when one of Allocs holds a GPU that Nomad reports
 	// unhealthy: Nomad leaves the allocation there, so the round parks it.
 	UnhealthyGPU bool
@@ -58,6 +68,10 @@ type Snapshot struct {
 	// Models are the GPU models with their healthy GPUs on ready, eligible
 	// nodes, sorted by name.
 	Models []allocator.Model
+	// Hosts are the GPU nodes, one per node and model, with the healthy GPUs
+	// and which jobs hold them, sorted by model then ID. Without hosts (an
+	// observer that does not know them) the round places nothing itself.
+	Hosts []placement.Host
 	// Jobs are sorted by ID.
 	Jobs    []Job
 	Invalid []Invalid
@@ -210,6 +224,9 @@ type JobAudit struct {
 	Learn *profile.Choice `json:"learn,omitempty"`
 	// Mismatches flags declared throughputs far from the measured ones.
 	Mismatches []profile.Mismatch `json:"mismatches,omitempty"`
+	// Hosts are where the job runs after this round, one slot per
+	// allocation (node ID and GPUs), when the round placed it.
+	Hosts []placement.Slot `json:"hosts,omitempty"`
 }
 
 // setReason fills the line's reason from the engine's.
@@ -270,6 +287,14 @@ type RoundRecord struct {
 	TenantWeights bool `json:"tenant_weights,omitempty"`
 	// Usage is the GPUs assigned per model name.
 	Usage map[string]int `json:"usage,omitempty"`
+	// Hosts are the GPU nodes as the round observed them (GPUs, and the
+	// jobs holding them); Moves the running jobs the placement stage put on
+	// other hosts of their model to make room for a gang, each with its
+	// price; Redecided counts the times the round was decided again without
+	// options the hosts could not take.
+	Hosts     []placement.Host `json:"hosts,omitempty"`
+	Moves     []placement.Move `json:"moves,omitempty"`
+	Redecided int              `json:"redecided,omitempty"`
 	// Tenants are the tenants' shares of the round (with tenant shares on).
 	Tenants []TenantAudit `json:"tenants,omitempty"`
 }

@@ -1,0 +1,442 @@
+// Package placement is the round's second stage, the paper's Placer (§4.3): the round
+// decides per GPU model as if each model were one machine, and this stage puts every job the
+// decision runs on hosts of its model, as Nomad will have to. It is pure: hosts and jobs in,
+// slots, moves and the jobs that cannot be placed out. The round loop runs it after the
+// decision, live and in the simulator alike.
+//
+// Per model it keeps each running job where it is, packs the others best-fit (largest
+// pieces first, a job on as few hosts as it can), and, when a job fits the model's free
+// GPUs but no host, consolidates: it moves the cheapest running jobs off one host, each
+// move priced as a migration with its checkpoint, when the moves cost less than the GPUs
+// they free for the job. What still cannot be placed is returned, and the loop decides the
+// round again without that option, so no GPU idles behind a decision Nomad cannot carry out.
+package placement
+
+import (
+	"sort"
+)
+
+// Host is one node's healthy GPUs of one model.
+type Host struct {
+	// ID is the node's unique ID (Nomad's ${node.unique.id}), Name its name for people.
+	ID    string `json:"id"`
+	Name  string `json:"name,omitempty"`
+	Model string `json:"model"`
+	GPUs  int    `json:"gpus"`
+	// Jobs are the GPUs each job holds on the host now, by job ID (as observed).
+	Jobs map[string]int `json:"jobs,omitempty"`
+}
+
+// Slot is one piece of a job (one allocation) on one host.
+type Slot struct {
+	Host string `json:"host"`
+	GPUs int    `json:"gpus"`
+}
+
+// Job is one job the round's decision runs, as the placement stage sees it.
+type Job struct {
+	ID    string
+	Model string
+	// Pieces are the GPUs of each of the job's allocations (Nomad: one per task
+	// group instance); each lies on one host. Nil means one piece of all its GPUs.
+	Pieces []int
+	// Current is where the job's pieces are now on Model, one slot per piece
+	// (empty: it does not run on Model now). It stays there while it fits.
+	Current []Slot
+	// MovePrice is what moving the job to other hosts costs, in GPU-rounds: its
+	// GPUs idle while its checkpoint moves and it restarts.
+	MovePrice float64
+}
+
+// GPUs is the job's gang size: the sum of its pieces.
+func (j *Job) GPUs() int {
+	n := 0
+	for _, p := range j.Pieces {
+		n += p
+	}
+	return n
+}
+
+// Move is a running job put on other hosts of its model, to make room for another.
+type Move struct {
+	Job  string `json:"job"`
+	From []Slot `json:"from"`
+	To   []Slot `json:"to"`
+	// Price is the move's cost in GPU-rounds; For is the job it makes room for.
+	Price float64 `json:"price_gpu_rounds"`
+	For   string  `json:"for"`
+}
+
+// Result is the stage's answer for one round.
+type Result struct {
+	// Slots maps each placed job to one slot per piece, in the order of its pieces.
+	Slots map[string][]Slot
+	// Unplaced are the jobs no host could take, even after consolidation, sorted.
+	Unplaced []string
+	// Moves are the consolidation moves, in the order they were chosen.
+	Moves []Move
+}
+
+// Hosts counts the distinct hosts of a placement.
+func Hosts(slots []Slot) int {
+	seen := map[string]bool{}
+	for _, s := range slots {
+		seen[s.Host] = true
+	}
+	return len(seen)
+}
+
+// LargestHost is the most GPUs any host of each model has.
+func LargestHost(hosts []Host) map[string]int {
+	out := map[string]int{}
+	for _, h := range hosts {
+		out[h.Model] = max(out[h.Model], h.GPUs)
+	}
+	return out
+}
+
+// Fits reports whether a job of these pieces can ever be placed on the model's
+// hosts (each piece no larger than its largest host), ignoring what runs there.
+func Fits(pieces []int, largest int) bool {
+	for _, p := range pieces {
+		if p > largest {
+			return false
+		}
+	}
+	return len(pieces) > 0
+}
+
+// Place puts every job on hosts of its model. Jobs whose model has no host are unplaced.
+func Place(hosts []Host, jobs []Job) *Result {
+	res := &Result{Slots: make(map[string][]Slot, len(jobs))}
+	byModel := map[string][]int{}
+	for k := range jobs {
+		byModel[jobs[k].Model] = append(byModel[jobs[k].Model], k)
+	}
+	hostsOf := map[string][]Host{}
+	for _, h := range hosts {
+		hostsOf[h.Model] = append(hostsOf[h.Model], h)
+	}
+	models := make([]string, 0, len(byModel))
+	for m := range byModel {
+		models = append(models, m)
+	}
+	sort.Strings(models)
+	for _, m := range models {
+		ms := newModelState(hostsOf[m])
+		var js []*Job
+		for _, k := range byModel[m] {
+			js = append(js, &jobs[k])
+		}
+		ms.place(js, res)
+	}
+	sort.Strings(res.Unplaced)
+	return res
+}
+
+// modelState is one model's hosts while the stage fills them.
+type modelState struct {
+	hosts []Host
+	index map[string]int
+	free  []int
+	// on are the jobs placed on each host whole (one host), movable by consolidation.
+	on []map[string]*placed
+}
+
+type placed struct {
+	job   *Job
+	slots []Slot
+	// moved is true once consolidation moved the job (it moves at most once).
+	moved bool
+}
+
+func newModelState(hosts []Host) *modelState {
+	sort.Slice(hosts, func(a, b int) bool { return hosts[a].ID < hosts[b].ID })
+	ms := &modelState{hosts: hosts, index: make(map[string]int, len(hosts)), free: make([]int, len(hosts)), on: make([]map[string]*placed, len(hosts))}
+	for k, h := range hosts {
+		ms.index[h.ID] = k
+		ms.free[k] = h.GPUs
+		ms.on[k] = map[string]*placed{}
+	}
+	return ms
+}
+
+func (ms *modelState) place(jobs []*Job, res *Result) {
+	// Running jobs stay where they are while their hosts still have room
+	// (a host can shrink when a GPU turns unhealthy); the rest are packed.
+	var rest []*Job
+	for _, j := range jobs {
+		if !ms.keep(j, res) {
+			rest = append(rest, j)
+		}
+	}
+	sort.SliceStable(rest, func(a, b int) bool {
+		pa, pb := largest(rest[a].Pieces), largest(rest[b].Pieces)
+		if pa != pb {
+			return pa > pb
+		}
+		if ga, gb := rest[a].GPUs(), rest[b].GPUs(); ga != gb {
+			return ga > gb
+		}
+		return rest[a].ID < rest[b].ID
+	})
+	for _, j := range rest {
+		if slots := ms.pack(j.Pieces, -1); slots != nil {
+			ms.take(j, slots, res)
+			continue
+		}
+		if !ms.consolidate(j, res) {
+			res.Unplaced = append(res.Unplaced, j.ID)
+		}
+	}
+}
+
+// keep holds a running job on its current hosts if they have room for it.
+func (ms *modelState) keep(j *Job, res *Result) bool {
+	if len(j.Current) == 0 || len(j.Current) != len(j.Pieces) {
+		return false
+	}
+	need := map[int]int{}
+	for _, s := range j.Current {
+		k, ok := ms.index[s.Host]
+		if !ok {
+			return false
+		}
+		need[k] += s.GPUs
+	}
+	for k, n := range need {
+		if ms.free[k] < n {
+			return false
+		}
+	}
+	ms.take(j, append([]Slot(nil), j.Current...), res)
+	return true
+}
+
+// take records a placement and takes its GPUs.
+func (ms *modelState) take(j *Job, slots []Slot, res *Result) {
+	for _, s := range slots {
+		ms.free[ms.index[s.Host]] -= s.GPUs
+	}
+	res.Slots[j.ID] = slots
+	if Hosts(slots) == 1 {
+		ms.on[ms.index[slots[0].Host]][j.ID] = &placed{job: j, slots: slots}
+	}
+}
+
+// release gives back a whole-host job's GPUs.
+func (ms *modelState) release(p *placed) {
+	k := ms.index[p.slots[0].Host]
+	for _, s := range p.slots {
+		ms.free[k] += s.GPUs
+	}
+	delete(ms.on[k], p.job.ID)
+}
+
+// pack finds hosts for the pieces without moving anything, never on host skip
+// (-1: none): all on the tightest host that takes them whole, else on as few
+// hosts as it can, each time the one that takes the most of what is left.
+// It returns nil when they do not fit.
+func (ms *modelState) pack(pieces []int, skip int) []Slot {
+	total := 0
+	for _, p := range pieces {
+		total += p
+	}
+	best := -1
+	for k := range ms.free {
+		if k != skip && ms.free[k] >= total && (best < 0 || ms.free[k] < ms.free[best]) {
+			best = k
+		}
+	}
+	if best >= 0 {
+		slots := make([]Slot, len(pieces))
+		for i, p := range pieces {
+			slots[i] = Slot{Host: ms.hosts[best].ID, GPUs: p}
+		}
+		return slots
+	}
+	if len(pieces) == 1 {
+		return nil
+	}
+	return ms.spread(pieces, skip)
+}
+
+// spread places several pieces over several hosts, largest pieces first,
+// each round on the host that takes the most of them (then the least room
+// left), so the job spans few hosts.
+func (ms *modelState) spread(pieces []int, skip int) []Slot {
+	order := make([]int, len(pieces))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return pieces[order[a]] > pieces[order[b]] })
+	free := append([]int(nil), ms.free...)
+	slots := make([]Slot, len(pieces))
+	left := order
+	for len(left) > 0 {
+		bestHost, bestTaken, bestRoom := -1, 0, 0
+		var bestRest []int
+		for k := range free {
+			if k == skip {
+				continue
+			}
+			room, taken := free[k], 0
+			var rest []int
+			for _, i := range left {
+				if pieces[i] <= room {
+					room -= pieces[i]
+					taken++
+				} else {
+					rest = append(rest, i)
+				}
+			}
+			if taken > bestTaken || (taken == bestTaken && taken > 0 && room < bestRoom) {
+				bestHost, bestTaken, bestRoom, bestRest = k, taken, room, rest
+			}
+		}
+		if bestHost < 0 {
+			return nil
+		}
+		room := free[bestHost]
+		for _, i := range left {
+			if pieces[i] <= room && !contains(bestRest, i) {
+				room -= pieces[i]
+				slots[i] = Slot{Host: ms.hosts[bestHost].ID, GPUs: pieces[i]}
+			}
+		}
+		free[bestHost] = room
+		left = bestRest
+	}
+	return slots
+}
+
+// consolidate makes room for j on one host by moving whole-host jobs that
+// run there to other hosts, cheapest first. Of every host where that works
+// it takes the one whose moves cost least, and only when they cost less
+// than the GPU-rounds j gains (its GPUs for a round): a move is a restart.
+func (ms *modelState) consolidate(j *Job, res *Result) bool {
+	need := j.GPUs()
+	bestHost, bestPrice := -1, float64(need)
+	var bestPlan []Move
+	for k := range ms.hosts {
+		if ms.hosts[k].GPUs < need {
+			continue
+		}
+		plan, price, ok := ms.tryFree(k, need, j.ID)
+		if ok && price < bestPrice {
+			bestHost, bestPrice, bestPlan = k, price, plan
+		}
+	}
+	if bestHost < 0 {
+		return false
+	}
+	for _, mv := range bestPlan {
+		p := ms.on[bestHost][mv.Job]
+		ms.release(p)
+		p.moved = true
+		for _, s := range mv.To {
+			ms.free[ms.index[s.Host]] -= s.GPUs
+		}
+		res.Slots[mv.Job] = mv.To
+		if Hosts(mv.To) == 1 {
+			ms.on[ms.index[mv.To[0].Host]][mv.Job] = &placed{job: p.job, slots: mv.To, moved: true}
+		}
+		res.Moves = append(res.Moves, mv)
+	}
+	slots := make([]Slot, len(j.Pieces))
+	for i, p := range j.Pieces {
+		slots[i] = Slot{Host: ms.hosts[bestHost].ID, GPUs: p}
+	}
+	ms.take(j, slots, res)
+	return true
+}
+
+// tryFree plans the moves that free need GPUs on host k: the cheapest
+// movable jobs there (not moved before this round), each packed on the other
+// hosts. It changes nothing; ok is false when no such moves exist.
+func (ms *modelState) tryFree(k, need int, forJob string) (plan []Move, price float64, ok bool) {
+	if ms.free[k] >= need {
+		return nil, 0, true
+	}
+	var cands []*placed
+	for _, p := range ms.on[k] {
+		if !p.moved {
+			cands = append(cands, p)
+		}
+	}
+	sort.Slice(cands, func(a, b int) bool {
+		if cands[a].job.MovePrice != cands[b].job.MovePrice {
+			return cands[a].job.MovePrice < cands[b].job.MovePrice
+		}
+		return cands[a].job.ID < cands[b].job.ID
+	})
+	saved := append([]int(nil), ms.free...)
+	defer copy(ms.free, saved)
+	for _, p := range cands {
+		if ms.free[k] >= need {
+			break
+		}
+		to := ms.pack(p.job.Pieces, k)
+		if to == nil {
+			continue
+		}
+		for _, s := range to {
+			ms.free[ms.index[s.Host]] -= s.GPUs
+		}
+		ms.free[k] += p.job.GPUs()
+		plan = append(plan, Move{Job: p.job.ID, From: p.slots, To: to, Price: p.job.MovePrice, For: forJob})
+		price += p.job.MovePrice
+	}
+	return plan, price, ms.free[k] >= need
+}
+
+func largest(pieces []int) int {
+	m := 0
+	for _, p := range pieces {
+		m = max(m, p)
+	}
+	return m
+}
+
+func contains(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// WithJobs returns copies of the hosts with Jobs filled from where each job
+// holds GPUs (job ID to slots), for observers that track slots themselves.
+func WithJobs(hosts []Host, slots map[string][]Slot) []Host {
+	out := make([]Host, len(hosts))
+	index := make(map[string]int, len(hosts))
+	for k, h := range hosts {
+		h.Jobs = nil
+		out[k] = h
+		index[h.ID] = k
+	}
+	for id, ss := range slots {
+		for _, s := range ss {
+			k, ok := index[s.Host]
+			if !ok {
+				continue
+			}
+			if out[k].Jobs == nil {
+				out[k].Jobs = map[string]int{}
+			}
+			out[k].Jobs[id] += s.GPUs
+		}
+	}
+	return out
+}
+
+// ModelGPUs is the GPUs of each model over its hosts.
+func ModelGPUs(hosts []Host) map[string]int {
+	out := map[string]int{}
+	for _, h := range hosts {
+		out[h.Model] += h.GPUs
+	}
+	return out
+}
