@@ -26,7 +26,7 @@ type Harness struct {
 	// jobs' slots, and a start or migration puts the job on the change's
 	// slots, as Nomad does on the node the allocator pins it to.
 	Hosts []placement.Host
-	Jobs   map[string]*Job
+	Jobs  map[string]*Job
 	// Applied lists every change applied, "action name model".
 	Applied []string
 	Calls   int

@@ -10,7 +10,6 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/placement"
 )
 
-
 func v100Hosts(sizes ...int) []placement.Host {
 	out := make([]placement.Host, len(sizes))
 	for k, n := range sizes {
