@@ -16,6 +16,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
 )
 
 var (
@@ -72,12 +73,22 @@ func jobKey(ns, id string) string { return ns + "/" + id }
 // allocations.
 func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 	snap := &loop.Snapshot{WatchCalls: int(c.watchCalls.Swap(0))}
-	models, unhealthy, calls, err := c.capacity(ctx)
+	models, hosts, unhealthy, calls, err := c.capacity(ctx)
 	snap.Calls += calls
 	if err != nil {
 		return nil, err
 	}
 	snap.Models = models
+	defer func() {
+		// The hosts with what the managed jobs hold on them.
+		held := make(map[string][]placement.Slot, len(snap.Jobs))
+		for _, j := range snap.Jobs {
+			if len(j.Slots) > 0 {
+				held[j.ID] = j.Slots
+			}
+		}
+		snap.Hosts = placement.WithJobs(hosts, held)
+	}()
 
 	q := (&api.QueryOptions{Namespace: "*"}).WithContext(ctx)
 	stubs, _, err := c.nomad.Jobs().List(q)
@@ -142,6 +153,7 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 		j := loop.Job{
 			ID: key, Namespace: deref(job.Namespace), Name: deref(job.ID), Spec: spec,
 			Gated: Gated(job), OffPool: !InPool(job, c.pool), Model: SteeredModel(job),
+			Pieces: GPUPieces(job), Pinned: PinnedNodes(job),
 		}
 		if job.JobModifyIndex != nil {
 			j.ModifyIndex = *job.JobModifyIndex
@@ -178,6 +190,9 @@ func observeAllocs(j *loop.Job, allocs []*api.AllocationListStub, dead bool) {
 			j.Allocs = append(j.Allocs, a.ID)
 			if m := allocModel(a); m != "" {
 				j.RunningModel = m
+			}
+			if n := allocGPUCount(a); n > 0 {
+				j.Slots = append(j.Slots, placement.Slot{Host: a.NodeID, GPUs: n})
 			}
 		case api.AllocClientStatusComplete:
 			completed = true
@@ -220,6 +235,15 @@ func holdsUnhealthy(allocs []*api.AllocationListStub, bad unhealthyGPUs) bool {
 	return false
 }
 
+// allocGPUCount is how many GPU instances the allocation holds.
+func allocGPUCount(a *api.AllocationListStub) int {
+	n := 0
+	for _, d := range allocGPUs(a) {
+		n += len(d.DeviceIDs)
+	}
+	return n
+}
+
 func allocModel(a *api.AllocationListStub) string {
 	if gpus := allocGPUs(a); len(gpus) > 0 {
 		return gpus[0].Name
@@ -245,16 +269,17 @@ func allocGPUs(a *api.AllocationListStub) []*api.AllocatedDeviceResource {
 }
 
 // capacity counts healthy GPUs per model on ready, eligible, undrained
-// nodes of the GPU pool (every node without one), and returns the unhealthy
-// ones by node. It asks for node resources in the list (one call); a node
+// nodes of the GPU pool (every node without one), per model and per host
+// (one host per node and model), and returns the unhealthy ones by node. It asks for node resources in the list (one call); a node
 // the list shows without resources is read on its own.
-func (c *Client) capacity(ctx context.Context) ([]allocator.Model, unhealthyGPUs, int, error) {
+func (c *Client) capacity(ctx context.Context) ([]allocator.Model, []placement.Host, unhealthyGPUs, int, error) {
 	calls := 1
 	nodes, _, err := c.nomad.Nodes().List((&api.QueryOptions{Params: map[string]string{"resources": "true"}}).WithContext(ctx))
 	if err != nil {
-		return nil, nil, calls, fmt.Errorf("listing nodes: %w", needs(err, capNodeRead))
+		return nil, nil, nil, calls, fmt.Errorf("listing nodes: %w", needs(err, capNodeRead))
 	}
 	gpus := map[string]int{}
+	var hosts []placement.Host
 	bad := unhealthyGPUs{}
 	outside := 0
 	for _, n := range nodes {
@@ -266,7 +291,7 @@ func (c *Client) capacity(ctx context.Context) ([]allocator.Model, unhealthyGPUs
 			node, _, err := c.nomad.Nodes().Info(n.ID, (&api.QueryOptions{}).WithContext(ctx))
 			calls++
 			if err != nil {
-				return nil, nil, calls, fmt.Errorf("reading node %s: %w", n.ID, needs(err, capNodeRead))
+				return nil, nil, nil, calls, fmt.Errorf("reading node %s: %w", n.ID, needs(err, capNodeRead))
 			}
 			res = node.NodeResources
 		}
@@ -278,6 +303,7 @@ func (c *Client) capacity(ctx context.Context) ([]allocator.Model, unhealthyGPUs
 			if d == nil || d.Vendor != GPUVendor || d.Type != GPUType || d.Name == "" {
 				continue
 			}
+			before := gpus[d.Name]
 			for _, inst := range d.Instances {
 				switch {
 				case inst == nil:
@@ -292,8 +318,17 @@ func (c *Client) capacity(ctx context.Context) ([]allocator.Model, unhealthyGPUs
 					outside++
 				}
 			}
+			if healthy := gpus[d.Name] - before; healthy > 0 {
+				hosts = append(hosts, placement.Host{ID: n.ID, Name: n.Name, Model: d.Name, GPUs: healthy})
+			}
 		}
 	}
+	sort.Slice(hosts, func(a, b int) bool {
+		if hosts[a].Model != hosts[b].Model {
+			return hosts[a].Model < hosts[b].Model
+		}
+		return hosts[a].ID < hosts[b].ID
+	})
 	models := make([]allocator.Model, 0, len(gpus))
 	inside := 0
 	for name, n := range gpus {
@@ -302,7 +337,7 @@ func (c *Client) capacity(ctx context.Context) ([]allocator.Model, unhealthyGPUs
 	}
 	sort.Slice(models, func(a, b int) bool { return models[a].Name < models[b].Name })
 	c.warnPool(poolWarning(c.pool, inside, outside))
-	return models, bad, calls, nil
+	return models, hosts, bad, calls, nil
 }
 
 // warnPool logs a warning about the GPU pool when it differs from the last
@@ -380,6 +415,9 @@ func (c *Client) apply(ctx context.Context, ch loop.Change, res *loop.ApplyResul
 	case loop.ActionStart, loop.ActionMigrate:
 		changed = SetPool(job, c.pool)
 		changed = SetGate(job, false) || changed
+		if len(ch.Slots) > 0 {
+			changed = Pin(job, ch.Hosts()) || changed
+		}
 		if SteeredModel(job) != ch.Model {
 			if err := Steer(job, ch.Model); err != nil {
 				return err
@@ -414,6 +452,6 @@ func (c *Client) apply(ctx context.Context, ch loop.Change, res *loop.ApplyResul
 			}
 		}
 	}
-	c.log.Info("applied", "action", ch.Action, "job", j.ID, "model", ch.Model)
+	c.log.Info("applied", "action", ch.Action, "job", j.ID, "model", ch.Model, "nodes", ch.Hosts())
 	return nil
 }

@@ -234,3 +234,79 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// NodeAttribute is the attribute the placement pin constrains: the node's
+// unique ID, which Nomad never reuses.
+const NodeAttribute = "${node.unique.id}"
+
+// GPUPieces are the GPUs of each allocation the job asks for: per task
+// group, its tasks' GPU device counts summed, once per instance (count).
+// Each allocation is placed on one node, so each piece must fit one host.
+func GPUPieces(job *api.Job) []int {
+	per := map[*api.TaskGroup]int{}
+	var groups []*api.TaskGroup
+	eachGPURequest(job, func(tg *api.TaskGroup, d *api.RequestedDevice) {
+		if _, seen := per[tg]; !seen {
+			groups = append(groups, tg)
+		}
+		n := 1
+		if d.Count != nil {
+			n = int(*d.Count)
+		}
+		per[tg] += n
+	})
+	var out []int
+	for _, tg := range groups {
+		count := 1
+		if tg.Count != nil {
+			count = *tg.Count
+		}
+		for i := 0; i < count && i < maxPieces; i++ {
+			out = append(out, per[tg])
+		}
+	}
+	return out
+}
+
+// maxPieces bounds the allocations one job's pieces list (a count beyond it
+// is refused by the jobmeta bound on d_j anyway).
+const maxPieces = 1 << 12
+
+// PinnedNodes are the node IDs the job's placement pin names (nil: none).
+func PinnedNodes(job *api.Job) []string {
+	for _, c := range job.Constraints {
+		if c == nil || c.LTarget != NodeAttribute {
+			continue
+		}
+		if c.Operand == "=" || c.Operand == "==" {
+			return []string{c.RTarget}
+		}
+		return strings.Split(c.RTarget, ",")
+	}
+	return nil
+}
+
+// Pin constrains the job to the nodes (sorted, none: unpinned) and reports
+// whether the job changed. One node is "=", several "set_contains_any" (true
+// when the node's ID is one of them): on Nomad 1.6.1 both re-place a running
+// allocation whose node the new pin leaves out (the in-place check fails).
+func Pin(job *api.Job, nodes []string) bool {
+	if strings.Join(PinnedNodes(job), ",") == strings.Join(nodes, ",") {
+		return false
+	}
+	kept := job.Constraints[:0]
+	for _, c := range job.Constraints {
+		if c != nil && c.LTarget != NodeAttribute {
+			kept = append(kept, c)
+		}
+	}
+	job.Constraints = kept
+	switch len(nodes) {
+	case 0:
+	case 1:
+		job.Constraints = append(job.Constraints, &api.Constraint{LTarget: NodeAttribute, RTarget: nodes[0], Operand: "="})
+	default:
+		job.Constraints = append(job.Constraints, &api.Constraint{LTarget: NodeAttribute, RTarget: strings.Join(nodes, ","), Operand: "set_contains_any"})
+	}
+	return true
+}

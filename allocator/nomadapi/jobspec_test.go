@@ -1,6 +1,7 @@
 package nomadapi
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/nomad/api"
@@ -174,5 +175,57 @@ func TestObserveAllocs(t *testing.T) {
 			t.Errorf("%s: allocs %v model %q finished %v failed %v; want %d, %q, %v, %v",
 				tc.name, j.Allocs, j.RunningModel, j.Finished, j.Failed, tc.wantN, tc.wantModel, tc.finished, tc.failed)
 		}
+	}
+}
+
+func TestGPUPieces(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		job  *api.Job
+		want []int
+	}{
+		{"one allocation", gpuJob("nvidia/gpu", 4, 1), []int{4}},
+		{"count 2 of 8", gpuJob("nvidia/gpu", 8, 2), []int{8, 8}},
+		{"no GPUs", gpuJob("amd/gpu", 2, 1), nil},
+	} {
+		got := GPUPieces(tc.job)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: GPUPieces = %v, want %v", tc.name, got, tc.want)
+		}
+		sum := 0
+		for _, p := range got {
+			sum += p
+		}
+		if sum != GPUDemand(tc.job) {
+			t.Errorf("%s: pieces %v do not sum to GPUDemand %d", tc.name, got, GPUDemand(tc.job))
+		}
+	}
+}
+
+func TestPin(t *testing.T) {
+	job := gpuJob("nvidia/gpu", 2, 1)
+	if PinnedNodes(job) != nil || Pin(job, nil) {
+		t.Fatal("a new job is not pinned")
+	}
+	if !Pin(job, []string{"n1"}) || !slices.Equal(PinnedNodes(job), []string{"n1"}) || Pin(job, []string{"n1"}) {
+		t.Fatalf("pin to one node: %v", PinnedNodes(job))
+	}
+	if !Pin(job, []string{"n1", "n2"}) || !slices.Equal(PinnedNodes(job), []string{"n1", "n2"}) {
+		t.Fatalf("pin to two nodes: %v", PinnedNodes(job))
+	}
+	n := 0
+	for _, c := range job.Constraints {
+		if c.LTarget == NodeAttribute {
+			n++
+			if c.Operand != "set_contains_any" {
+				t.Fatalf("operand %q", c.Operand)
+			}
+		}
+	}
+	if n != 1 || len(job.Constraints) != 2 {
+		t.Fatalf("constraints %v, want the kernel one and one pin", job.Constraints)
+	}
+	if !Pin(job, nil) || PinnedNodes(job) != nil {
+		t.Fatal("unpin")
 	}
 }
