@@ -2,13 +2,16 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
 	"github.com/nomad-fft/nomad-fft/allocator/workload"
 )
 
@@ -29,6 +32,10 @@ var Epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 // chosen model at once; a park stops it; a job whose work is done finishes.
 type Cluster struct {
 	models  []allocator.Model
+	// hosts are the models' hosts (placement stage input); piece is the
+	// largest allocation a job may have, the smallest host.
+	hosts   []placement.Host
+	piece   int
 	roundS  float64
 	restart float64
 	// learn hides the rates from the loop (Config.Learn, learn.go).
@@ -70,7 +77,62 @@ func newCluster(cfg Config, roundSeconds float64, lg *Log) *Cluster {
 		exact: cfg.MinRoundGapSeconds > 0}
 	c.models = append(c.models, cfg.Cluster...)
 	sort.Slice(c.models, func(a, b int) bool { return c.models[a].Name < c.models[b].Name })
+	c.hosts = hostsOf(c.models, cfg.HostGPUs)
+	for _, h := range c.hosts {
+		if c.piece == 0 || h.GPUs < c.piece {
+			c.piece = h.GPUs
+		}
+	}
 	return c
+}
+
+// hostsOf lays each model's GPUs out in hosts of perHost[model] GPUs (one
+// host of all of them when absent), named model-hN.
+func hostsOf(models []allocator.Model, perHost map[string]int) []placement.Host {
+	var out []placement.Host
+	for _, m := range models {
+		size := perHost[m.Name]
+		if size <= 0 || size > m.GPUs {
+			size = m.GPUs
+		}
+		for k := 0; k*size < m.GPUs; k++ {
+			out = append(out, placement.Host{ID: fmt.Sprintf("%s-h%d", m.Name, k), Model: m.Name, GPUs: min(size, m.GPUs-k*size)})
+		}
+	}
+	return out
+}
+
+// checkHosts rejects host sizes that do not divide their model's GPUs or
+// name no model of the cluster.
+func checkHosts(cfg Config) error {
+	gpus := map[string]int{}
+	for _, m := range cfg.Cluster {
+		gpus[m.Name] = m.GPUs
+	}
+	for name, size := range cfg.HostGPUs {
+		n, ok := gpus[name]
+		switch {
+		case !ok:
+			return fmt.Errorf("sim: hosts given for model %q, which the cluster does not have", name)
+		case size < 0 || (size > 0 && n%size != 0):
+			return fmt.Errorf("sim: model %q has %d GPUs, not a whole number of hosts of %d", name, n, size)
+		}
+	}
+	return nil
+}
+
+// pieces splits a job of gpus GPUs into allocations no larger than the
+// smallest host: as a user splits a job larger than a host into a task
+// group with count > 1.
+func (c *Cluster) pieces(gpus int) []int {
+	if c.piece <= 0 || gpus <= c.piece {
+		return []int{gpus}
+	}
+	var out []int
+	for left := gpus; left > 0; left -= c.piece {
+		out = append(out, min(c.piece, left))
+	}
+	return out
 }
 
 // admit adds a job of the workload, held, as a submitted job waits for a
@@ -89,7 +151,7 @@ func (c *Cluster) admit(idx int, spec *workload.JobSpec) {
 	if c.tenantOf != nil {
 		js.User = c.tenantOf(*spec)
 	}
-	j := &simJob{idx: idx, spec: spec, job: loop.Job{ID: spec.ID, Namespace: Namespace, Name: spec.ID, Gated: true, Spec: js}}
+	j := &simJob{idx: idx, spec: spec, job: loop.Job{ID: spec.ID, Namespace: Namespace, Name: spec.ID, Gated: true, Spec: js, Pieces: c.pieces(spec.GPUs)}}
 	c.active = append(c.active, j)
 	c.byID[j.job.ID] = j
 }
@@ -113,13 +175,18 @@ func (c *Cluster) Observe(context.Context) (*loop.Snapshot, error) {
 	s := &loop.Snapshot{Models: c.models, Jobs: make([]loop.Job, 0, len(c.active)+len(c.finished))}
 	for _, j := range c.finished {
 		f := j.job
-		f.Finished, f.Allocs, f.RunningModel = true, nil, ""
+		f.Finished, f.Allocs, f.RunningModel, f.Slots = true, nil, "", nil
 		s.Jobs = append(s.Jobs, f)
 	}
 	c.finished = c.finished[:0]
+	held := make(map[string][]placement.Slot, len(c.active))
 	for _, j := range c.active {
 		s.Jobs = append(s.Jobs, j.job)
+		if j.running != "" {
+			held[j.job.ID] = j.job.Slots
+		}
 	}
+	s.Hosts = placement.WithJobs(c.hosts, held)
 	sort.Slice(s.Jobs, func(a, b int) bool { return s.Jobs[a].ID < s.Jobs[b].ID })
 	return s, nil
 }
@@ -153,20 +220,24 @@ func (c *Cluster) Apply(_ context.Context, p *loop.Plan) loop.ApplyResult {
 				c.lg.Events = append(c.lg.Events, Event{Time: c.now, Round: round, Kind: EvPreempt, Job: j.idx, Model: j.running})
 			}
 			j.running = ""
-			j.job.Gated, j.job.Allocs, j.job.RunningModel = true, nil, ""
+			j.job.Gated, j.job.Allocs, j.job.RunningModel, j.job.Slots = true, nil, "", nil
 		case loop.ActionStart, loop.ActionMigrate:
 			kind := EvRun
-			if j.running != "" {
+			switch {
+			case j.running == ch.Model:
+				kind = EvMove
+			case j.running != "":
 				kind = EvMigrate
 			}
 			if j.last != "" {
 				// A resume after a park, or a move: the job restarts.
 				j.penalty = c.restart
 			}
-			c.lg.Events = append(c.lg.Events, Event{Time: c.now, Round: round, Kind: kind, Job: j.idx, Model: ch.Model})
+			c.lg.Events = append(c.lg.Events, Event{Time: c.now, Round: round, Kind: kind, Job: j.idx, Model: ch.Model, Hosts: placement.Hosts(ch.Slots)})
 			j.running, j.last = ch.Model, ch.Model
 			j.job.Gated, j.job.OffPool, j.job.Model, j.job.RunningModel = false, false, ch.Model, ch.Model
 			j.job.Allocs = []string{j.spec.ID}
+			j.job.Slots, j.job.Pinned = ch.Slots, ch.Hosts()
 		}
 	}
 	return res
@@ -214,6 +285,43 @@ func (c *Cluster) run(length roundLength) (busy float64) {
 		c.now += R
 	}
 	return busy
+}
+
+// placeableIdle is how many GPUs sit idle this round on hosts where a
+// waiting job's largest allocation would fit (a job waiting beside GPUs it
+// could have used): per model, the free GPUs of each host at least as free
+// as the smallest such allocation of a job that may run on the model.
+func (c *Cluster) placeableIdle() int {
+	free := make(map[string]int, len(c.hosts))
+	for _, h := range c.hosts {
+		free[h.ID] = h.GPUs
+	}
+	for _, j := range c.active {
+		if j.running != "" {
+			for _, s := range j.job.Slots {
+				free[s.Host] -= s.GPUs
+			}
+		}
+	}
+	smallest := map[string]int{}
+	for _, j := range c.active {
+		if j.running != "" {
+			continue
+		}
+		p := slices.Max(j.job.Pieces)
+		for m, r := range j.spec.Rate {
+			if r > 0 && (smallest[m] == 0 || p < smallest[m]) {
+				smallest[m] = p
+			}
+		}
+	}
+	idle := 0
+	for _, h := range c.hosts {
+		if p := smallest[h.Model]; p > 0 && free[h.ID] >= p {
+			idle += free[h.ID]
+		}
+	}
+	return idle
 }
 
 // capacity is the cluster's GPUs.

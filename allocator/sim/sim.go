@@ -16,6 +16,12 @@ import (
 // Config describes one simulated run.
 type Config struct {
 	Cluster []allocator.Model
+	// HostGPUs is the GPUs of each host, by model name: a model of 12 GPUs
+	// with 4 here is 3 hosts of 4 (fftctl simulate -cluster v100=3x4). A
+	// model absent (or 0) is one host of all its GPUs. A job larger than the
+	// smallest host is split into allocations of that size, as a jobspec
+	// with a task group count > 1 would be.
+	HostGPUs map[string]int
 	// RoundSeconds overrides the policy's own round length (policy.Rounder);
 	// 0 uses the policy's, else DefaultRoundSeconds.
 	RoundSeconds float64
@@ -87,6 +93,7 @@ const (
 	EvRun     EventKind = "run"     // starts running after not running
 	EvMigrate EventKind = "migrate" // runs on another model than last round
 	EvPreempt EventKind = "preempt" // ran last round, waits this round
+	EvMove    EventKind = "move"    // put on other hosts of the same model (consolidation)
 	EvFinish  EventKind = "finish"
 )
 
@@ -98,6 +105,8 @@ type Event struct {
 	Job    int       `json:"job"` // index into Log.Jobs
 	Model  string    `json:"model,omitempty"`
 	Reason string    `json:"reason,omitempty"`
+	// Hosts is how many hosts a run, migrate or move event puts the job on.
+	Hosts int `json:"hosts,omitempty"`
 }
 
 // RoundStats is one round's totals: what the simulated cluster measured,
@@ -116,6 +125,9 @@ type RoundStats struct {
 	BusyGPUSeconds     float64       `json:"busy_gpu_s"`
 	CapacityGPUSeconds float64       `json:"capacity_gpu_s"`
 	Solve              time.Duration `json:"solve_ns"`
+	// IdlePlaceableGPUSeconds is GPU time left idle on hosts where a
+	// waiting job's allocation would have fit (Cluster.placeableIdle).
+	IdlePlaceableGPUSeconds float64 `json:"idle_placeable_gpu_s,omitempty"`
 }
 
 // Log is everything a run produced; metrics are computed from it alone.
@@ -124,6 +136,7 @@ type Log struct {
 	// Learn is Config.Learn: the policy saw learned throughputs.
 	Learn        bool              `json:"learn,omitempty"`
 	Cluster      []allocator.Model `json:"cluster"`
+	HostGPUs     map[string]int    `json:"host_gpus,omitempty"`
 	RoundSeconds float64           `json:"round_seconds"`
 	// MinRoundGapSeconds is Config.MinRoundGapSeconds (0: fixed rounds).
 	MinRoundGapSeconds float64            `json:"min_round_gap_s"`
@@ -159,7 +172,10 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 	if cfg.MinRoundGapSeconds < 0 {
 		return nil, fmt.Errorf("sim: MinRoundGapSeconds %g is negative: give 0 for fixed rounds or a gap > 0", cfg.MinRoundGapSeconds)
 	}
-	lg := &Log{Policy: pol.Name(), Learn: cfg.Learn, Cluster: cfg.Cluster, RoundSeconds: R, MinRoundGapSeconds: cfg.MinRoundGapSeconds, Window: cfg.Window}
+	if err := checkHosts(cfg); err != nil {
+		return nil, err
+	}
+	lg := &Log{Policy: pol.Name(), Learn: cfg.Learn, Cluster: cfg.Cluster, HostGPUs: cfg.HostGPUs, RoundSeconds: R, MinRoundGapSeconds: cfg.MinRoundGapSeconds, Window: cfg.Window}
 	c := newCluster(cfg, R, lg)
 	store := &store{MemStore: loop.NewMemStore(cfg.KeepRecords), cluster: c}
 	engine := cfg.Engine
@@ -210,6 +226,7 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 		}
 		rs := RoundStats{Round: round, Start: c.now, Active: len(c.active), Seconds: length.seconds, Trigger: kind,
 			CapacityGPUSeconds: float64(c.capacity()) * length.seconds, Solve: time.Duration(rr.SolveSeconds * float64(time.Second))}
+		rs.IdlePlaceableGPUSeconds = float64(c.placeableIdle()) * length.seconds
 		rs.BusyGPUSeconds = c.run(length)
 		lg.Rounds = append(lg.Rounds, rs)
 		adm.count()

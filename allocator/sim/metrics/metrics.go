@@ -29,7 +29,11 @@ type JobResult struct {
 	Starvation  float64 `json:"starvation_s"`
 	Switches    int     `json:"switches"`
 	Preemptions int     `json:"preemptions"`
-	Rejected    bool    `json:"rejected"`
+	// Moves counts the times the placement stage put the job on other
+	// hosts of its model; Split is true once it ran across several hosts.
+	Moves    int  `json:"moves,omitempty"`
+	Split    bool `json:"split,omitempty"`
+	Rejected bool `json:"rejected"`
 	Finished    bool    `json:"finished"`
 	Measured    bool    `json:"measured"`
 	// NAvg is the time-average number of jobs present during the job's
@@ -79,6 +83,12 @@ type Summary struct {
 	Utilisation float64       `json:"utilisation"`
 	Switches    int           `json:"switches"`
 	Preemptions int           `json:"preemptions"`
+	// Moves are the placement stage's consolidation moves, SplitJobs the
+	// jobs that ran across several hosts, IdlePlaceableGPUHours the GPU
+	// time left idle on hosts where a waiting job would have fit.
+	Moves                 int     `json:"moves"`
+	SplitJobs             int     `json:"split_jobs"`
+	IdlePlaceableGPUHours float64 `json:"idle_placeable_gpu_h"`
 	// Solve is the policy's time per round, in seconds.
 	Solve Stat `json:"solve_s"`
 	// Active is the number of jobs in the cluster per round (the solver's
@@ -123,7 +133,11 @@ func Analyse(lg *sim.Log, ref *sim.Log) ([]JobResult, Summary) {
 		case sim.EvReject:
 			r.Rejected = true
 			changes = append(changes, change{e.Time, -1})
-		case sim.EvRun, sim.EvMigrate:
+		case sim.EvRun, sim.EvMigrate, sim.EvMove:
+			if e.Kind == sim.EvMove {
+				r.Moves++
+			}
+			r.Split = r.Split || e.Hosts > 1
 			if math.IsNaN(r.FirstRun) {
 				r.FirstRun = e.Time
 				r.Starvation = e.Time - r.Arrival
@@ -210,6 +224,10 @@ func Analyse(lg *sim.Log, ref *sim.Log) ([]JobResult, Summary) {
 		s.Finished++
 		s.Switches += r.Switches
 		s.Preemptions += r.Preemptions
+		s.Moves += r.Moves
+		if r.Split {
+			s.SplitJobs++
+		}
 		if !math.IsNaN(r.FTFGavel) {
 			ftfGav = append(ftfGav, r.FTFGavel)
 		}
@@ -228,6 +246,7 @@ func Analyse(lg *sim.Log, ref *sim.Log) ([]JobResult, Summary) {
 	var busy, capa float64
 	var solve, active []float64
 	for _, rd := range lg.Rounds {
+		s.IdlePlaceableGPUHours += rd.IdlePlaceableGPUSeconds / 3600
 		solve = append(solve, rd.Solve.Seconds())
 		active = append(active, float64(rd.Active))
 		if rd.Trigger != "" && rd.Trigger.Early() {

@@ -50,6 +50,7 @@ type simulateFlags struct {
 type simulateOptions struct {
 	policies       []string
 	cluster        []allocator.Model
+	hostGPUs       map[string]int
 	rates          []float64
 	seeds          []uint64
 	jobs           int
@@ -107,7 +108,7 @@ func (c *SimulateCommand) ownFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.policies, "policies", "", "Comma-separated `list` of policies to run; -list prints them. Defaults to "+
 		strings.Join(splitList(defaultSimPolicies), ", ")+".")
 	fs.StringVar(&f.cluster, "cluster", "v100=12,p100=12,k80=12",
-		"GPUs per model, a `spec` model=gpus[:memGB],..., for example v100=36,p100=36,k80=36.")
+		"GPUs per model, a `spec` model=gpus[:memGB] or model=HOSTSxGPUS[:memGB] (hosts of GPUs each),..., for example v100=36,p100=36,k80=36 or v100=3x4,p100=3x4,k80=3x4. A model given as gpus is one host.")
 	fs.StringVar(&f.rates, "rates", "0.6", "Comma-separated arrival `rates` in jobs/hour to sweep.")
 	fs.StringVar(&f.seeds, "seeds", "0", "Comma-separated workload `seeds` to average over, for example 0,1,2. Defaults to 0.")
 	fs.IntVar(&f.jobs, "jobs", 300, "Jobs to generate; 0 is an endless stream and needs -window.")
@@ -194,7 +195,7 @@ func (f *simulateFlags) check() (*simulateOptions, error) {
 	if o.policies, err = parsePolicies(policies); err != nil {
 		return nil, err
 	}
-	if o.cluster, err = parseCluster(f.cluster); err != nil {
+	if o.cluster, o.hostGPUs, err = parseCluster(f.cluster); err != nil {
 		return nil, err
 	}
 	if o.table, err = workload.ThroughputTable(f.throughputs); err != nil {
@@ -285,37 +286,54 @@ func parseWindow(s string) (sim.Window, error) {
 	return sim.Window{Lo: a, Hi: b}, nil
 }
 
-// parseCluster reads "model=gpus,..." (optionally "model=gpus:memGB").
-func parseCluster(s string) ([]allocator.Model, error) {
+// parseCluster reads "model=gpus,..." or "model=HOSTSxGPUS,..." (hosts of
+// GPUs each), optionally with ":memGB", and returns the models and the GPUs
+// per host of each model given in hosts.
+func parseCluster(s string) ([]allocator.Model, map[string]int, error) {
 	var out []allocator.Model
+	hosts := map[string]int{}
 	seen := map[string]bool{}
 	for _, f := range splitList(s) {
 		name, count, ok := strings.Cut(f, "=")
 		if !ok || name == "" {
-			return nil, fmt.Errorf("-cluster: %q is not model=gpus", f)
+			return nil, nil, fmt.Errorf("-cluster: %q is not model=gpus or model=HOSTSxGPUS", f)
 		}
 		mem := 0.0
 		if c, m, ok := strings.Cut(count, ":"); ok {
 			v, err := strconv.ParseFloat(m, 64)
 			if err != nil || v < 0 {
-				return nil, fmt.Errorf("-cluster: memory %q of %q is not a number of GB", m, name)
+				return nil, nil, fmt.Errorf("-cluster: memory %q of %q is not a number of GB", m, name)
 			}
 			count, mem = c, v
 		}
-		n, err := strconv.Atoi(count)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("-cluster: %q of model %q is not a GPU count >= 1", count, name)
+		n, per := 0, 0
+		if h, g, ok := strings.Cut(count, "x"); ok {
+			nh, err1 := strconv.Atoi(h)
+			ng, err2 := strconv.Atoi(g)
+			if err1 != nil || err2 != nil || nh < 1 || ng < 1 || nh > 1<<20 || ng > 1<<10 {
+				return nil, nil, fmt.Errorf("-cluster: %q of model %q is not HOSTSxGPUS with both >= 1, for example 3x4 (3 hosts of 4 GPUs)", count, name)
+			}
+			n, per = nh*ng, ng
+		} else {
+			v, err := strconv.Atoi(count)
+			if err != nil || v < 1 {
+				return nil, nil, fmt.Errorf("-cluster: %q of model %q is not a GPU count >= 1 (or HOSTSxGPUS, for example 3x4)", count, name)
+			}
+			n = v
 		}
 		if seen[name] {
-			return nil, fmt.Errorf("-cluster: model %q listed twice", name)
+			return nil, nil, fmt.Errorf("-cluster: model %q listed twice", name)
 		}
 		seen[name] = true
 		out = append(out, allocator.Model{Name: name, GPUs: n, MemoryGB: mem})
+		if per > 0 {
+			hosts[name] = per
+		}
 	}
 	if len(out) == 0 {
-		return nil, errors.New("-cluster is empty: give GPUs per model, for example v100=12,p100=12")
+		return nil, nil, errors.New("-cluster is empty: give GPUs per model, for example v100=12,p100=12 (or hosts: v100=3x4)")
 	}
-	return out, nil
+	return out, hosts, nil
 }
 
 // checkClusterModels rejects a -cluster model the throughput table has no

@@ -219,7 +219,7 @@ func incomplete(r *tableRow) string {
 // is the denominator of the ratio columns (this row's value / first's).
 func writeWideTable(w io.Writer, rows []tableRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\trate/h\tseeds\tJCT h\tp50 h\tp99 h\tmakespan h\tFTF mean\tFTF max\tunfair\tFTF@arr\tFTF gavel\tstarve h\tutil\tswitch\tpreempt\tsolve p50 ms\tp99 ms\tmax ms\tunfin\trej\tJCT/first\tFTF/first\tFTFmax/first\t")
+	fmt.Fprintln(tw, "policy\trate/h\tseeds\tJCT h\tp50 h\tp99 h\tmakespan h\tFTF mean\tFTF max\tunfair\tFTF@arr\tFTF gavel\tstarve h\tutil\tswitch\tpreempt\tsolve p50 ms\tp99 ms\tmax ms\tunfin\trej\tmoves\tsplit\tidle-placeable GPU-h\tJCT/first\tFTF/first\tFTFmax/first\t")
 	first := map[float64]*tableRow{}
 	for k := range rows {
 		r := &rows[k]
@@ -236,7 +236,7 @@ func writeWideTable(w io.Writer, rows []tableRow) {
 		count := func(f func(*metrics.Summary) int) string {
 			return num(r.mean(func(s *metrics.Summary) float64 { return float64(f(s)) }))
 		}
-		fmt.Fprintf(tw, "%s\t%g\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%g\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			r.Policy, r.Rate, len(r.Runs),
 			r.hours(jctMean), r.hours(jctP50), r.hours(jctP99),
 			r.hours(func(s *metrics.Summary) float64 { return s.Makespan }),
@@ -251,6 +251,8 @@ func writeWideTable(w io.Writer, rows []tableRow) {
 			num(r.mean(func(s *metrics.Summary) float64 { return s.Solve.Max * 1000 })),
 			count(func(s *metrics.Summary) int { return s.Unfinished }),
 			count(func(s *metrics.Summary) int { return s.Rejected }),
+			count(func(s *metrics.Summary) int { return s.Moves }), count(func(s *metrics.Summary) int { return s.SplitJobs }),
+			num(r.mean(func(s *metrics.Summary) float64 { return s.IdlePlaceableGPUHours })),
 			r.ratio(f0, jctMean), r.ratio(f0, ftfMean), r.ratio(f0, ftfMax),
 		)
 	}

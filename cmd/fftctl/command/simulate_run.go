@@ -149,7 +149,7 @@ func runOne(ctx context.Context, o *simulateOptions, k runKey, trace *workload.T
 		src = workload.NewGenerator(workload.GenConfig{Rate: k.rate, Seed: k.seed, MultiGPU: o.multiGPU, Jobs: o.jobs, Burst: o.burst,
 			Stream: o.stream, Table: o.table})
 	}
-	cfg := sim.Config{Cluster: o.cluster, RoundSeconds: o.roundSeconds, RestartSeconds: o.restartSeconds, MinRoundGapSeconds: o.minRoundGap.Seconds(),
+	cfg := sim.Config{Cluster: o.cluster, HostGPUs: o.hostGPUs, RoundSeconds: o.roundSeconds, RestartSeconds: o.restartSeconds, MinRoundGapSeconds: o.minRoundGap.Seconds(),
 		Window: o.window, MaxRounds: o.maxRounds, ProgressEvery: 500, KeepRecords: o.records,
 		Learn: o.learn && k.policy != o.reference}
 	if !o.quiet {
