@@ -31,7 +31,7 @@ var Epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 // it: a held job has no allocation; a start or migration places one on the
 // chosen model at once; a park stops it; a job whose work is done finishes.
 type Cluster struct {
-	models  []allocator.Model
+	models []allocator.Model
 	// hosts are the models' hosts (placement stage input); piece is the
 	// largest allocation a job may have, the smallest host.
 	hosts   []placement.Host

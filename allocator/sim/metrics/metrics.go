@@ -34,8 +34,8 @@ type JobResult struct {
 	Moves    int  `json:"moves,omitempty"`
 	Split    bool `json:"split,omitempty"`
 	Rejected bool `json:"rejected"`
-	Finished    bool    `json:"finished"`
-	Measured    bool    `json:"measured"`
+	Finished bool `json:"finished"`
+	Measured bool `json:"measured"`
 	// NAvg is the time-average number of jobs present during the job's
 	// lifetime, NArrival the number present when it arrived (itself
 	// included).
