@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
+	"sort"
 
 	"github.com/nomad-fft/nomad-fft/allocator/solver"
 	"github.com/nomad-fft/nomad-fft/fairness"
@@ -259,11 +261,17 @@ func Decide(ctx context.Context, in *Instance) (*Decision, error) {
 		return nil, fmt.Errorf("computing K(t) for round %d: %w", in.Round, err)
 	}
 	p.MinUsage = pack.Usage
-	res, err := solver.Solve(ctx, p, solver.Options{NodeLimit: in.Config.NodeLimit, Start: pack.Choice})
+	start := pack.Choice
+	if k, choice, err := in.starvingBound(ctx, p, pack.Usage); err != nil {
+		return nil, fmt.Errorf("computing K(t) for the starving jobs of round %d: %w", in.Round, err)
+	} else if k < pack.Usage {
+		p.MinUsage, start = k, choice
+	}
+	res, err := solver.Solve(ctx, p, solver.Options{NodeLimit: in.Config.NodeLimit, Start: start})
 	if err != nil {
 		return nil, fmt.Errorf("solving round %d: %w", in.Round, err)
 	}
-	d.MaxUsage, d.Objective, d.Bound, d.Gap = pack.Usage, res.Objective, res.Bound, res.Gap
+	d.MaxUsage, d.Objective, d.Bound, d.Gap = p.MinUsage, res.Objective, res.Bound, res.Gap
 	d.Status, d.Stats = res.Status, res.Stats
 	for k := range in.Jobs {
 		j, jd := &in.Jobs[k], &d.Jobs[k]
@@ -284,4 +292,75 @@ func Decide(ctx context.Context, in *Instance) (*Decision, error) {
 		}
 	}
 	return d, nil
+}
+
+// maxStarving bounds the starving jobs one round lowers K(t) for (the
+// latest first): each costs a packing per model it fits.
+const maxStarving = 8
+
+// starvingBound is K(t) as Config.StarveRounds lowers it: for each waiting
+// job at least StarveRounds late against its equal-share finish time
+// (fairness.JobState.Behind over its fair share), the most GPUs an
+// assignment that runs it keeps busy; the least of those and k. A starving
+// job then can win its GPUs when its credit outweighs what the others
+// gain, and never needs the bound to leave GPUs idle that some assignment
+// running it would use. It returns k unchanged when the option is off or
+// no job starves, with a choice that reaches the bound it returns.
+func (in *Instance) starvingBound(ctx context.Context, p *solver.Problem, k int) (int, []int, error) {
+	if !(in.Config.StarveRounds > 0) {
+		return k, nil, nil
+	}
+	type late struct {
+		job    int
+		rounds float64
+	}
+	var starving []late
+	for j := range in.Jobs {
+		job := &in.Jobs[j]
+		st, ok := in.Fairness.Jobs[job.ID]
+		if job.Running || !ok || !(st.FairShare() > 0) {
+			continue
+		}
+		if r := st.Behind(in.Round, job.Done) / st.FairShare(); r >= in.Config.StarveRounds {
+			starving = append(starving, late{j, r})
+		}
+	}
+	sort.SliceStable(starving, func(a, b int) bool { return starving[a].rounds > starving[b].rounds })
+	best, choice := k, []int(nil)
+	for _, s := range starving[:min(len(starving), maxStarving)] {
+		kj, cj, err := usageWith(ctx, p, s.job, in.Config.NodeLimit)
+		if err != nil {
+			return k, nil, err
+		}
+		if cj != nil && kj < best {
+			best, choice = kj, cj
+		}
+	}
+	return best, choice, nil
+}
+
+// usageWith is the most GPUs any feasible assignment that runs item j
+// keeps busy, with one such assignment (nil when j fits no model).
+func usageWith(ctx context.Context, p *solver.Problem, j, nodeLimit int) (int, []int, error) {
+	m := p.M()
+	best, choice := -1, []int(nil)
+	for i := 0; i < m; i++ {
+		if !p.Allowed(j, i) || p.Size[j] > p.Capacity[i] {
+			continue
+		}
+		q := &solver.Problem{Capacity: slices.Clone(p.Capacity), Size: p.Size, Cost: slices.Clone(p.Cost)}
+		q.Capacity[i] -= p.Size[j]
+		for c := 0; c < m; c++ {
+			q.Cost[j*m+c] = math.Inf(1)
+		}
+		pack, err := solver.MaxUsage(ctx, q, solver.Options{NodeLimit: nodeLimit})
+		if err != nil {
+			return 0, nil, err
+		}
+		if u := pack.Usage + p.Size[j]; u > best {
+			best, choice = u, slices.Clone(pack.Choice)
+			choice[j] = i
+		}
+	}
+	return best, choice, nil
 }

@@ -255,3 +255,46 @@ func FuzzReadInstance(f *testing.F) {
 		checkFinite(t, d)
 	})
 }
+
+// A 2-GPU gang runs on the only two GPUs, and a 1-GPU job waits, far behind
+// its fair share and owed a large credit. The work-conserving bound (7)
+// forces 2 GPUs busy, so without StarveRounds the small job cannot run
+// whatever its credit; with it, K(t) drops to what an assignment running
+// the small job keeps busy, and its credit wins the GPU.
+func TestStarveRoundsLetsDebtWin(t *testing.T) {
+	build := func(starve float64) *allocator.Instance {
+		cfg := allocator.DefaultConfig()
+		cfg.StarveRounds = starve
+		return &allocator.Instance{
+			Round:  20,
+			Models: []allocator.Model{{Name: "A100", GPUs: 2}},
+			Jobs: []allocator.Job{
+				{ID: "gang", Arrival: 0, GPUs: 2, Work: 100, Done: 40, Throughput: map[string]float64{"A100": 4}, LastModel: "A100", Running: true},
+				{ID: "small", Arrival: 0, GPUs: 1, Work: 100, Done: 5, Throughput: map[string]float64{"A100": 2}, LastModel: "A100"},
+			},
+			Fairness: fairness.State{Round: 20, Jobs: map[string]fairness.JobState{
+				"gang":  {Arrival: 0, Work: 100, Tau: 50},
+				"small": {Arrival: 0, Work: 100, Tau: 50, Rho: 50},
+			}},
+			Config: cfg,
+		}
+	}
+	for _, tc := range []struct {
+		starve    float64
+		wantSmall bool
+		wantK     int
+	}{
+		{0, false, 2},
+		{2, true, 1},
+		{1000, false, 2}, // the small job is 35 rounds late, not 1000
+	} {
+		d, err := allocator.Decide(context.Background(), build(tc.starve))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := d.Assignment()["small"] == "A100"
+		if runs != tc.wantSmall || d.MaxUsage != tc.wantK {
+			t.Errorf("StarveRounds %g: small runs %v, K %d; want %v, %d (%v)", tc.starve, runs, d.MaxUsage, tc.wantSmall, tc.wantK, d.Assignment())
+		}
+	}
+}

@@ -105,6 +105,13 @@ type Config struct {
 	// Debt selects the fairness debt under ObjectiveUnits; ignored under
 	// the paper's objective. "" means DebtLag.
 	Debt Debt `json:"debt,omitempty"`
+	// StarveRounds (our option; 0 is the paper) lets a starving job's
+	// credit win GPUs against the work-conserving bound (7): a waiting job
+	// that is this many rounds late against its equal-share finish time
+	// lowers K(t) to the most GPUs any assignment that runs it keeps busy.
+	// Without it, gangs that tile a model exactly lock a smaller job out
+	// for as long as they run, whatever its rho (Decide, starvingBound).
+	StarveRounds float64 `json:"starve_rounds,omitempty"`
 }
 
 // WithWorld returns c with the facts of the cluster taken from w: the

@@ -27,7 +27,19 @@ const (
 	// rate volume and the restart prices alone).
 	FFTRateW16Name = "fft-rate-w16"
 	FFTRateW0Name  = "fft-rate-w0"
+	// FFTStarveName and FFTRateLowStarveName add StarveRounds to the
+	// paper's FFT and to the default: a job DefaultStarveRounds late may win
+	// GPUs against the work-conserving bound (allocator.Config.StarveRounds).
+	FFTStarveName        = "fft-starve"
+	FFTRateLowStarveName = "fft-rate-w0.25-starve"
 )
+
+// DefaultStarveRounds is the lateness, in rounds against the equal-share
+// finish time, from which the -starve variants let a job's credit win GPUs
+// against (7): two rounds is short enough that a 1-GPU job never waits long
+// beside gangs that tile its model, long enough that a job that just lost
+// its GPUs does not lower K at once.
+const DefaultStarveRounds = 2
 
 // FFT decides each round with the round engine (allocator.Decide) on the
 // instance the round loop built, with the ledger the loop keeps (Eq. 5 is
@@ -128,6 +140,20 @@ func NewFFTRateHigh(opt Options) Policy { return NewFFTWith(FFTRateHighName, Rat
 
 // NewFFTRateW16 is RateConfig with fairness weight 16.
 func NewFFTRateW16(opt Options) Policy { return NewFFTWith(FFTRateW16Name, RateConfig(opt, 16)) }
+
+// NewFFTStarve is the paper's FFT with StarveRounds (our variant).
+func NewFFTStarve(Options) Policy {
+	c := allocator.DefaultConfig()
+	c.StarveRounds = DefaultStarveRounds
+	return NewFFTWith(FFTStarveName, c)
+}
+
+// NewFFTRateLowStarve is the default (fft-rate-w0.25) with StarveRounds.
+func NewFFTRateLowStarve(opt Options) Policy {
+	c := RateConfig(opt, 0.25)
+	c.StarveRounds = DefaultStarveRounds
+	return NewFFTWith(FFTRateLowStarveName, c)
+}
 
 // NewFFTRateW0 is RateConfig with no fairness credit: what the rate volume
 // term does alone.

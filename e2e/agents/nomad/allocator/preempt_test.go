@@ -212,6 +212,18 @@ func taskOutput(t *testing.T, c *api.Client, alloc *api.Allocation) string {
 
 func readRounds(t *testing.T, cs *testenv.Consul) []roundRec {
 	t.Helper()
+	var out []roundRec
+	for _, raw := range readRoundsRaw(t, cs) {
+		var r roundRec
+		decodeRecord(t, raw, &r)
+		out = append(out, r)
+	}
+	return out
+}
+
+// readRoundsRaw returns every record of the audit log, unzipped JSON.
+func readRoundsRaw(t *testing.T, cs *testenv.Consul) [][]byte {
+	t.Helper()
 	b, code, err := cs.Get("/v1/kv/" + prefix + "/rounds/?recurse=true")
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("listing the audit log: HTTP %d, %v", code, err)
@@ -220,22 +232,25 @@ func readRounds(t *testing.T, cs *testenv.Consul) []roundRec {
 	if err := json.Unmarshal(b, &pairs); err != nil {
 		t.Fatal(err)
 	}
-	var out []roundRec
+	var out [][]byte
 	for _, p := range pairs {
 		raw, err := base64.StdEncoding.DecodeString(p.Value)
 		if err == nil {
 			raw, err = gunzipped(raw)
 		}
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("reading %s: %v", p.Key, err)
 		}
-		var r roundRec
-		if err := json.Unmarshal(raw, &r); err != nil {
-			t.Fatalf("decoding %s: %v", p.Key, err)
-		}
-		out = append(out, r)
+		out = append(out, raw)
 	}
 	return out
+}
+
+func decodeRecord(t *testing.T, raw []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatalf("decoding a round record: %v", err)
+	}
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
