@@ -13,6 +13,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
 	"github.com/nomad-fft/nomad-fft/allocator/profile"
 )
 
@@ -142,6 +143,30 @@ type explanation struct {
 	// Learn is the model a job without data was run on to be measured.
 	Learn      *profile.Choice    `json:"learn,omitempty"`
 	Mismatches []profile.Mismatch `json:"mismatches,omitempty"`
+	// Hosts are the nodes the round runs the job on (names where the
+	// record has them), Move the placement stage's move of the job, if any.
+	Hosts []string        `json:"hosts,omitempty"`
+	Move  *placement.Move `json:"move,omitempty"`
+}
+
+// hostNames names each slot's node ("name (GPUs)"), by the name the round
+// observed when it has one.
+func hostNames(rec *loop.RoundRecord, slots []placement.Slot) []string {
+	names := map[string]string{}
+	for _, h := range rec.Hosts {
+		if h.Name != "" {
+			names[h.ID] = h.Name
+		}
+	}
+	var out []string
+	for _, s := range slots {
+		n := names[s.Host]
+		if n == "" {
+			n = s.Host
+		}
+		out = append(out, fmt.Sprintf("%s (%d GPUs)", n, s.GPUs))
+	}
+	return out
 }
 
 // explainJob reads job id's decision out of a round record that mentions
@@ -158,6 +183,12 @@ func explainJob(rec *loop.RoundRecord, id string) explanation {
 		e.RhoBefore, e.RhoAfter = ja.RhoBefore, ja.RhoAfter
 		e.Options = append(e.Options, ja.Options...)
 		e.Throughput, e.Learn, e.Mismatches = ja.Throughput, ja.Learn, ja.Mismatches
+		e.Hosts = hostNames(rec, ja.Hosts)
+		for k := range rec.Moves {
+			if rec.Moves[k].Job == id {
+				e.Move = &rec.Moves[k]
+			}
+		}
 		sort.SliceStable(e.Options, func(a, b int) bool { return e.Options[a].Cost < e.Options[b].Cost })
 	}
 	return e
@@ -192,6 +223,12 @@ func formatExplain(e explanation) string {
 		fmt.Fprintf(&b, "Override   = %s (fftctl resume lifts it)\n", e.Override)
 	}
 	fmt.Fprintf(&b, "GPUs       = %s\n", countOrDash(e.GPUs))
+	if len(e.Hosts) > 0 {
+		fmt.Fprintf(&b, "Hosts      = %s\n", strings.Join(e.Hosts, ", "))
+	}
+	if m := e.Move; m != nil {
+		fmt.Fprintf(&b, "Move       = put on other hosts of its model to make room for %s, priced %.3g GPU-rounds (its restart and checkpoint)\n", m.For, m.Price)
+	}
 	fmt.Fprintf(&b, "Rho        = %.4g before the round, %.4g after\n", e.RhoBefore, e.RhoAfter)
 	for _, m := range e.Mismatches {
 		fmt.Fprintf(&b, "Warning    = %s\n", m)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -69,8 +70,11 @@ type statusView struct {
 	NextRound int          `json:"next_round"`
 	LastRound *roundHeader `json:"last_round,omitempty"`
 	// Leader is the fft-allocator replica that holds the lock, "" if none.
-	Leader  string         `json:"leader"`
-	Models  []modelUsage   `json:"models"`
+	Leader string       `json:"leader"`
+	Models []modelUsage `json:"models"`
+	// Hosts are the GPU nodes the last round observed, with what it placed
+	// on each.
+	Hosts   []hostUsage    `json:"hosts,omitempty"`
 	Jobs    []jobStatus    `json:"jobs"`
 	Invalid []loop.Invalid `json:"invalid"`
 	// Tenants are the last round's tenant shares (with a tenants block).
@@ -95,6 +99,38 @@ type modelUsage struct {
 	Name string `json:"name"`
 	GPUs int    `json:"gpus"`
 	Used int    `json:"used"`
+}
+
+// hostUsage is one GPU node of one model after the last round.
+type hostUsage struct {
+	Node  string   `json:"node"`
+	ID    string   `json:"id"`
+	Model string   `json:"model"`
+	GPUs  int      `json:"gpus"`
+	Used  int      `json:"used"`
+	Jobs  []string `json:"jobs,omitempty"`
+}
+
+// hostsAfter is each observed host with the GPUs and jobs the round placed
+// on it.
+func hostsAfter(last *loop.RoundRecord) []hostUsage {
+	out := make([]hostUsage, 0, len(last.Hosts))
+	index := map[string]int{}
+	for _, h := range last.Hosts {
+		index[h.Model+"\x00"+h.ID] = len(out)
+		out = append(out, hostUsage{Node: orDash(h.Name), ID: h.ID, Model: h.Model, GPUs: h.GPUs})
+	}
+	for _, ja := range last.Jobs {
+		for _, s := range ja.Hosts {
+			if k, ok := index[ja.Model+"\x00"+s.Host]; ok {
+				out[k].Used += s.GPUs
+				if !slices.Contains(out[k].Jobs, ja.ID) {
+					out[k].Jobs = append(out[k].Jobs, ja.ID)
+				}
+			}
+		}
+	}
+	return out
 }
 
 type jobStatus struct {
@@ -163,6 +199,7 @@ func buildStatus(l *loop.Ledger, last *loop.RoundRecord, leader string) statusVi
 		}
 		v.Invalid = append(v.Invalid, last.Invalid...)
 		v.Tenants = tenantUse(last, l)
+		v.Hosts = hostsAfter(last)
 	}
 	for id, r := range l.Jobs {
 		js := jobStatus{ID: id, Status: r.Status, Rho: r.Rho, Done: r.Done, Work: r.Work,
@@ -204,6 +241,15 @@ func formatStatus(v statusView) string {
 		rows = append(rows, []string{m.Name, fmt.Sprint(m.GPUs), fmt.Sprint(m.Used)})
 	}
 	b.WriteString(table(rows, "no healthy GPUs in the last round"))
+
+	if len(v.Hosts) > 0 {
+		b.WriteString("\nHosts\n")
+		rows = [][]string{{"Node", "Model", "GPUs", "Used", "Jobs"}}
+		for _, h := range v.Hosts {
+			rows = append(rows, []string{h.Node, h.Model, fmt.Sprint(h.GPUs), fmt.Sprint(h.Used), orDash(strings.Join(h.Jobs, ", "))})
+		}
+		b.WriteString(table(rows, ""))
+	}
 
 	b.WriteString("\nJobs\n")
 	rows = [][]string{{"ID", "Status", "Model", "GPUs", "Rho", "Progress", "Throughput", "Reason"}}

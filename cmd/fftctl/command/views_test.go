@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
 	"github.com/nomad-fft/nomad-fft/allocator/profile"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
@@ -289,5 +290,38 @@ func TestThroughputSources(t *testing.T) {
 		if !strings.Contains(text, w) {
 			t.Errorf("status lacks %q:\n%s", w, text)
 		}
+	}
+}
+
+// Status and explain show the hosts: each node's GPUs and the jobs the round placed on it,
+// and a job's nodes and move.
+func TestHostsInStatusAndExplain(t *testing.T) {
+	last := newRound(3).Model(v100, 4).Run("default/a", v100, 1, 0).Run("default/g", v100, 2, 0).Obj()
+	last.Hosts = []placement.Host{{ID: "n1", Name: "v100-a", Model: v100, GPUs: 2}, {ID: "n2", Name: "v100-b", Model: v100, GPUs: 2}}
+	for k := range last.Jobs {
+		switch last.Jobs[k].ID {
+		case "default/a":
+			last.Jobs[k].Hosts = []placement.Slot{{Host: "n2", GPUs: 1}}
+		case "default/g":
+			last.Jobs[k].Hosts = []placement.Slot{{Host: "n1", GPUs: 2}}
+		}
+	}
+	last.Moves = []placement.Move{{Job: "default/a", From: []placement.Slot{{Host: "n1", GPUs: 1}}, To: []placement.Slot{{Host: "n2", GPUs: 1}}, Price: 0.1, For: "default/g"}}
+	l := ledgerOf(4, map[string]loop.JobRecord{"default/a": rec(loop.StatusRunning, 0, 1, 10, v100), "default/g": rec(loop.StatusRunning, 0, 1, 10, v100)})
+	v := buildStatus(l, last, "")
+	want := []hostUsage{
+		{Node: "v100-a", ID: "n1", Model: v100, GPUs: 2, Used: 2, Jobs: []string{"default/g"}},
+		{Node: "v100-b", ID: "n2", Model: v100, GPUs: 2, Used: 1, Jobs: []string{"default/a"}},
+	}
+	if d := cmp.Diff(want, v.Hosts); d != "" {
+		t.Errorf("hosts (-want,+got):\n%s", d)
+	}
+	if out := formatStatus(v); !strings.Contains(out, "Hosts") || !strings.Contains(out, "v100-b") {
+		t.Errorf("status text has no hosts table:\n%s", out)
+	}
+	e := explainJob(last, "default/a")
+	out := formatExplain(e)
+	if !strings.Contains(out, "Hosts      = v100-b (1 GPUs)") || !strings.Contains(out, "to make room for default/g") {
+		t.Errorf("explain does not name the host and the move:\n%s", out)
 	}
 }
