@@ -19,6 +19,7 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
 	"github.com/nomad-fft/nomad-fft/cmd/fftctl/devcluster"
 	"github.com/nomad-fft/nomad-fft/jobspecs"
 )
@@ -199,8 +200,8 @@ func (c *DevCommand) run(ctx context.Context, cluster *devcluster.Cluster) int {
 
 // sampleJob is one job of the sample workload: fft-train-driver with these
 // variables (work steps of step_seconds each). Throughputs are steps per
-// 10 s round on each model; the gang sizes add up to more than the 8 GPUs,
-// so jobs wait, start and get parked.
+// 10 s round on each model; the gang sizes add up to more than the 10 GPUs,
+// so jobs wait, start and get parked, and the A100 hosts of 2 show placement.
 type sampleJob struct {
 	id   string
 	vars []string
@@ -217,6 +218,8 @@ var sampleWorkload = []sampleJob{
 		"throughput=" + devcluster.ModelH100 + "=3," + devcluster.ModelA100 + "=2.5," + devcluster.ModelV100 + "=1"}},
 	{"lstm-lm", []string{"gpu_count=1", "work=10", "step_seconds=4.5",
 		"throughput=" + devcluster.ModelA100 + "=1.5," + devcluster.ModelV100 + "=1"}},
+	{"t5-small", []string{"gpu_count=1", "work=15", "step_seconds=3",
+		"throughput=" + devcluster.ModelA100 + "=2," + devcluster.ModelV100 + "=1"}},
 }
 
 // submitWorkload submits the sample jobs held, as fftctl run does. They run
@@ -371,7 +374,15 @@ func formatRound(rec *loop.RoundRecord, loc *time.Location) string {
 		}
 		switch ja.Action {
 		case loop.ActionStart, loop.ActionMigrate:
-			changes = append(changes, fmt.Sprintf("    %-8s %s on %s%s", ja.Action, shortID(ja.ID), ja.Model, changeWhy(ja)))
+			on := ja.Model
+			if hosts := hostNames(rec, ja.Hosts); len(hosts) > 0 {
+				on += " (" + strings.Join(hosts, ", ") + ")"
+			}
+			why := changeWhy(ja)
+			if m := moveOf(rec, ja.ID); m != nil {
+				why = fmt.Sprintf(": moved to make room for %s on one host, priced %.3g GPU-rounds", shortID(m.For), m.Price)
+			}
+			changes = append(changes, fmt.Sprintf("    %-8s %s on %s%s", ja.Action, shortID(ja.ID), on, why))
 		case loop.ActionPark:
 			changes = append(changes, fmt.Sprintf("    %-8s %s%s", ja.Action, shortID(ja.ID), changeWhy(ja)))
 		}
@@ -409,6 +420,16 @@ func formatRound(rec *loop.RoundRecord, loc *time.Location) string {
 		b.WriteString("\n" + ch)
 	}
 	return b.String()
+}
+
+// moveOf is the placement stage's move of job id in the round, nil if none.
+func moveOf(rec *loop.RoundRecord, id string) *placement.Move {
+	for k := range rec.Moves {
+		if rec.Moves[k].Job == id {
+			return &rec.Moves[k]
+		}
+	}
+	return nil
 }
 
 // shortID drops the default namespace from a job ID, for compact lines.

@@ -183,12 +183,7 @@ func explainJob(rec *loop.RoundRecord, id string) explanation {
 		e.RhoBefore, e.RhoAfter = ja.RhoBefore, ja.RhoAfter
 		e.Options = append(e.Options, ja.Options...)
 		e.Throughput, e.Learn, e.Mismatches = ja.Throughput, ja.Learn, ja.Mismatches
-		e.Hosts = hostNames(rec, ja.Hosts)
-		for k := range rec.Moves {
-			if rec.Moves[k].Job == id {
-				e.Move = &rec.Moves[k]
-			}
-		}
+		e.Hosts, e.Move = hostNames(rec, ja.Hosts), moveOf(rec, id)
 		sort.SliceStable(e.Options, func(a, b int) bool { return e.Options[a].Cost < e.Options[b].Cost })
 	}
 	return e

@@ -26,10 +26,13 @@ const (
 	ModelV100 = "Tesla V100-SXM2-16GB"
 )
 
-// DefaultClients are three clients, each with a different model.
+// DefaultClients are four clients of three models, the A100s on two hosts
+// of 2, so that the round printout shows placement on hosts: a 2-GPU job
+// needs a whole A100 host, and 1-GPU jobs are packed beside each other.
 var DefaultClients = []GPUClient{
 	{Name: "h100", Model: ModelH100, Count: 2},
-	{Name: "a100", Model: ModelA100, Count: 2},
+	{Name: "a100-1", Model: ModelA100, Count: 2},
+	{Name: "a100-2", Model: ModelA100, Count: 2},
 	{Name: "v100", Model: ModelV100, Count: 4, MemoryMiB: 16384},
 }
 

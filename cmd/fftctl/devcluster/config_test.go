@@ -72,7 +72,7 @@ func TestAgentConfigs(t *testing.T) {
 			t.Errorf("server %v = %q, want %q", tc.path, got, tc.want)
 		}
 	}
-	v100 := DefaultClients[2]
+	v100 := DefaultClients[3]
 	client := clientConfig(dir, "/plugins", agentrun.NomadPorts{HTTP: 1, RPC: 2, Serf: 3}, "127.0.0.1:8500", "127.0.0.1:4647", "gpu", "http://127.0.0.1:4650", v100)
 	for _, tc := range []struct {
 		path []string

@@ -262,7 +262,7 @@ func TestDevRunsRoundsAndCleansUp(t *testing.T) {
 	if strings.Contains(out, "Round 4 at ") {
 		t.Errorf("a fifth round was shown after -rounds 4:\n%s", out)
 	}
-	for _, w := range []string{"Submitted default/resnet50", "Registered job fft-allocator from jobspecs/fft-allocator.nomad.hcl", " leads (status via ", "    start    ", " of 8 GPUs busy", "==> Stopped"} {
+	for _, w := range []string{"Submitted default/resnet50", "Registered job fft-allocator from jobspecs/fft-allocator.nomad.hcl", " leads (status via ", "    start    ", " of 10 GPUs busy", "==> Stopped"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}
