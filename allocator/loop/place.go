@@ -17,11 +17,11 @@ import (
 const CodeUnplaceable allocator.ReasonCode = "Unplaceable"
 
 // maxRedecide bounds how often one round is decided again without options
-// the hosts could not take. Each time removes at least one option, and a
-// round whose decision still cannot be placed after it leaves the jobs that
-// do not fit waiting (CodeUnplaceable); in practice one more decision is
-// enough (README, "Placement").
-const maxRedecide = 4
+// the hosts could not take. Each time removes at least one option; a round
+// whose decision still cannot be placed after it leaves the jobs that do
+// not fit waiting (CodeUnplaceable, RoundRecord.Redecided says how often it
+// tried), and the simulator's idle-placeable metric shows what that cost.
+const maxRedecide = 8
 
 // placed is the placement stage's outcome for one round.
 type placed struct {

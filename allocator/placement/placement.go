@@ -310,30 +310,78 @@ func (ms *modelState) spread(pieces []int, skip int) []Slot {
 	return slots
 }
 
-// consolidate makes room for j on one host by moving whole-host jobs that
-// run there to other hosts, cheapest first. Of every host where that works
-// it takes the one whose moves cost least, and only when they cost less
-// than the GPU-rounds j gains (its GPUs for a round): a move is a restart.
+// consolidate makes room for j by moving whole-host jobs to other hosts,
+// cheapest first, and only when the moves cost less than the GPU-rounds j
+// gains (its GPUs for a round): a move is a restart. It frees one host for
+// the whole job when a host is large enough, the host whose moves cost
+// least; a job larger than any host gets a host freed for each piece that
+// finds no room, all within the one budget, or nothing moves.
 func (ms *modelState) consolidate(j *Job, res *Result) bool {
 	need := j.GPUs()
-	bestHost, bestPrice := -1, float64(need)
+	if k, plan, price := ms.cheapestFree(need, float64(need), j.ID); k >= 0 && price < float64(need) {
+		ms.applyMoves(k, plan, res)
+		slots := make([]Slot, len(j.Pieces))
+		for i, p := range j.Pieces {
+			slots[i] = Slot{Host: ms.hosts[k].ID, GPUs: p}
+		}
+		ms.take(j, slots, res)
+		return true
+	}
+	if len(j.Pieces) == 1 {
+		return false
+	}
+	saved := ms.save(res)
+	budget := float64(need)
+	slots := make([]Slot, len(j.Pieces))
+	order := make([]int, len(j.Pieces))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return j.Pieces[order[a]] > j.Pieces[order[b]] })
+	for _, i := range order {
+		p := j.Pieces[i]
+		k := -1
+		if s := ms.pack([]int{p}, -1); s != nil {
+			k = ms.index[s[0].Host]
+		} else {
+			var plan []Move
+			var price float64
+			if k, plan, price = ms.cheapestFree(p, budget, j.ID); k < 0 {
+				ms.restore(saved, res)
+				return false
+			}
+			budget -= price
+			ms.applyMoves(k, plan, res)
+		}
+		slots[i] = Slot{Host: ms.hosts[k].ID, GPUs: p}
+		ms.free[k] -= p
+	}
+	res.Slots[j.ID] = slots
+	return true
+}
+
+// cheapestFree is the host where moves free need GPUs at the least price
+// below limit, with the moves; -1 when there is none.
+func (ms *modelState) cheapestFree(need int, limit float64, forJob string) (int, []Move, float64) {
+	best, bestPrice := -1, limit
 	var bestPlan []Move
 	for k := range ms.hosts {
 		if ms.hosts[k].GPUs < need {
 			continue
 		}
-		plan, price, ok := ms.tryFree(k, need, j.ID)
+		plan, price, ok := ms.tryFree(k, need, forJob)
 		if ok && price < bestPrice {
-			bestHost, bestPrice, bestPlan = k, price, plan
+			best, bestPrice, bestPlan = k, price, plan
 		}
 	}
-	if bestHost < 0 {
-		return false
-	}
-	for _, mv := range bestPlan {
-		p := ms.on[bestHost][mv.Job]
+	return best, bestPlan, bestPrice
+}
+
+// applyMoves carries out the moves off host k that tryFree planned.
+func (ms *modelState) applyMoves(k int, plan []Move, res *Result) {
+	for _, mv := range plan {
+		p := ms.on[k][mv.Job]
 		ms.release(p)
-		p.moved = true
 		for _, s := range mv.To {
 			ms.free[ms.index[s.Host]] -= s.GPUs
 		}
@@ -343,12 +391,39 @@ func (ms *modelState) consolidate(j *Job, res *Result) bool {
 		}
 		res.Moves = append(res.Moves, mv)
 	}
-	slots := make([]Slot, len(j.Pieces))
-	for i, p := range j.Pieces {
-		slots[i] = Slot{Host: ms.hosts[bestHost].ID, GPUs: p}
+}
+
+// checkpoint is a model's state and the result's, to undo a consolidation
+// that could not place the whole job.
+type checkpoint struct {
+	free  []int
+	on    []map[string]*placed
+	slots map[string][]Slot
+	moves int
+}
+
+func (ms *modelState) save(res *Result) checkpoint {
+	c := checkpoint{free: append([]int(nil), ms.free...), on: make([]map[string]*placed, len(ms.on)), slots: make(map[string][]Slot, len(res.Slots)), moves: len(res.Moves)}
+	for k, m := range ms.on {
+		c.on[k] = make(map[string]*placed, len(m))
+		for id, p := range m {
+			cp := *p
+			c.on[k][id] = &cp
+		}
 	}
-	ms.take(j, slots, res)
-	return true
+	for id, s := range res.Slots {
+		c.slots[id] = s
+	}
+	return c
+}
+
+func (ms *modelState) restore(c checkpoint, res *Result) {
+	ms.free, ms.on = c.free, c.on
+	clear(res.Slots)
+	for id, s := range c.slots {
+		res.Slots[id] = s
+	}
+	res.Moves = res.Moves[:c.moves]
 }
 
 // tryFree plans the moves that free need GPUs on host k: the cheapest

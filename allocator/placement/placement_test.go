@@ -93,6 +93,19 @@ func TestPlace(t *testing.T) {
 			slots: map[string][]Slot{"g": {{"V100-h0", 4}, {"V100-h1", 4}}},
 		},
 		{
+			// A job larger than any host: one piece finds a free host, the
+			// other gets one freed by moving a 1-GPU job.
+			name:  "consolidation for a job larger than a host",
+			hosts: hostsOf(v, 4, 4, 4),
+			jobs: []Job{
+				{ID: "a", Model: v, Pieces: []int{1}, Current: []Slot{{"V100-h1", 1}}, MovePrice: 0.1},
+				{ID: "b", Model: v, Pieces: []int{1}, Current: []Slot{{"V100-h2", 1}}, MovePrice: 0.2},
+				{ID: "g", Model: v, Pieces: []int{4, 4}},
+			},
+			slots: map[string][]Slot{"a": {{"V100-h2", 1}}, "b": {{"V100-h2", 1}}, "g": {{"V100-h0", 4}, {"V100-h1", 4}}},
+			moves: 1,
+		},
+		{
 			name:     "a model without hosts places nothing",
 			hosts:    hostsOf("A100", 8),
 			jobs:     []Job{{ID: "x", Model: v, Pieces: []int{1}}},
