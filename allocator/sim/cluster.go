@@ -77,7 +77,7 @@ func newCluster(cfg Config, roundSeconds float64, lg *Log) *Cluster {
 		exact: cfg.MinRoundGapSeconds > 0}
 	c.models = append(c.models, cfg.Cluster...)
 	sort.Slice(c.models, func(a, b int) bool { return c.models[a].Name < c.models[b].Name })
-	c.hosts = hostsOf(c.models, cfg.HostGPUs)
+	c.hosts = Hosts(c.models, cfg.HostGPUs)
 	for _, h := range c.hosts {
 		if c.piece == 0 || h.GPUs < c.piece {
 			c.piece = h.GPUs
@@ -86,9 +86,10 @@ func newCluster(cfg Config, roundSeconds float64, lg *Log) *Cluster {
 	return c
 }
 
-// hostsOf lays each model's GPUs out in hosts of perHost[model] GPUs (one
-// host of all of them when absent), named model-hN.
-func hostsOf(models []allocator.Model, perHost map[string]int) []placement.Host {
+// Hosts lays each model's GPUs out in hosts of perHost[model] GPUs (one
+// host of all of them when absent), named model-hN: the simulated cluster's
+// nodes.
+func Hosts(models []allocator.Model, perHost map[string]int) []placement.Host {
 	var out []placement.Host
 	for _, m := range models {
 		size := perHost[m.Name]
@@ -124,13 +125,27 @@ func checkHosts(cfg Config) error {
 // pieces splits a job of gpus GPUs into allocations no larger than the
 // smallest host: as a user splits a job larger than a host into a task
 // group with count > 1.
-func (c *Cluster) pieces(gpus int) []int {
-	if c.piece <= 0 || gpus <= c.piece {
+func (c *Cluster) pieces(gpus int) []int { return piecesOf(gpus, c.piece) }
+
+// Pieces is how the simulated cluster splits a job of gpus GPUs on these
+// hosts: into allocations no larger than the smallest host.
+func Pieces(hosts []placement.Host, gpus int) []int {
+	piece := 0
+	for _, h := range hosts {
+		if piece == 0 || h.GPUs < piece {
+			piece = h.GPUs
+		}
+	}
+	return piecesOf(gpus, piece)
+}
+
+func piecesOf(gpus, piece int) []int {
+	if piece <= 0 || gpus <= piece {
 		return []int{gpus}
 	}
 	var out []int
-	for left := gpus; left > 0; left -= c.piece {
-		out = append(out, min(c.piece, left))
+	for left := gpus; left > 0; left -= piece {
+		out = append(out, min(piece, left))
 	}
 	return out
 }

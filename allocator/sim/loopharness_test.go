@@ -34,7 +34,7 @@ func TestSimulatorIsTheServiceLoop(t *testing.T) {
 		w.learn = i/len(names)%6 == 5
 		t.Run(fmt.Sprintf("%s/%d", name, i), func(t *testing.T) {
 			simPol, _ := policy.New(name, policy.Options{Seed: 1})
-			lg, err := sim.Run(context.Background(), simPol, &workload.SliceSource{Jobs: w.jobs}, sim.Config{Cluster: w.cluster, RoundSeconds: w.roundS,
+			lg, err := sim.Run(context.Background(), simPol, &workload.SliceSource{Jobs: w.jobs}, sim.Config{Cluster: w.cluster, HostGPUs: w.hostGPUs, RoundSeconds: w.roundS,
 				RestartSeconds: w.restart, KeepRecords: true, MaxRounds: 400, Learn: w.learn})
 			if err != nil {
 				t.Fatal(err)
@@ -56,6 +56,7 @@ func TestSimulatorIsTheServiceLoop(t *testing.T) {
 // simCase is a small random cluster and job list.
 type simCase struct {
 	cluster         []allocator.Model
+	hostGPUs        map[string]int
 	jobs            []workload.JobSpec
 	roundS, restart float64
 	learn           bool
@@ -64,8 +65,13 @@ type simCase struct {
 func randomWorkload(rng *rand.Rand) simCase {
 	w := simCase{roundS: 100, restart: []float64{0, 30, 60}[rng.IntN(3)]}
 	models := []string{"a", "b", "c"}[:2+rng.IntN(2)]
+	hosts := rng.IntN(2) == 0 // half the cases have several hosts per model
+	w.hostGPUs = map[string]int{}
 	for _, m := range models {
 		w.cluster = append(w.cluster, allocator.Model{Name: m, GPUs: 1 + rng.IntN(4)})
+		if g := w.cluster[len(w.cluster)-1].GPUs; hosts && g%2 == 0 {
+			w.hostGPUs[m] = g / 2
+		}
 	}
 	n := 3 + rng.IntN(8)
 	for k := 0; k < n; k++ {
@@ -94,7 +100,7 @@ func runHarness(t *testing.T, pol policy.Policy, w simCase, rounds int) []*loop.
 		models = append(models, allocator.Model{Name: m.Name, GPUs: m.GPUs})
 		capacity[m.Name] = true
 	}
-	h := &loop.Harness{Models: models, Jobs: map[string]*loop.Job{}}
+	h := &loop.Harness{Models: models, Jobs: map[string]*loop.Job{}, Hosts: sim.Hosts(w.cluster, w.hostGPUs)}
 	store := loop.NewMemStore(true)
 	now := 0.0
 	cfg := allocator.DefaultConfig()
@@ -130,7 +136,7 @@ func runHarness(t *testing.T, pol policy.Policy, w simCase, rounds int) []*loop.
 			if !fits {
 				continue // the simulator rejects it at admission
 			}
-			h.Set(loop.Job{ID: spec.ID, Namespace: sim.Namespace, Name: spec.ID, Gated: true, Spec: js})
+			h.Set(loop.Job{ID: spec.ID, Namespace: sim.Namespace, Name: spec.ID, Gated: true, Spec: js, Pieces: sim.Pieces(h.Hosts, spec.GPUs)})
 			tasks[spec.ID] = &task{spec: spec}
 		}
 		for id, tk := range tasks {
@@ -138,7 +144,7 @@ func runHarness(t *testing.T, pol policy.Policy, w simCase, rounds int) []*loop.
 		}
 		before := map[string]string{}
 		for id, j := range h.Jobs {
-			before[id] = j.RunningModel
+			before[id] = fmt.Sprint(j.RunningModel, j.Slots)
 		}
 		if _, err := svc.RunRound(context.Background()); err != nil {
 			t.Fatalf("service round %d: %v", r, err)
@@ -156,8 +162,8 @@ func runHarness(t *testing.T, pol policy.Policy, w simCase, rounds int) []*loop.
 			if m == "" {
 				continue
 			}
-			if before[id] != m && tk.last != "" {
-				tk.pendRestart = true // resumed after a park, or moved
+			if before[id] != fmt.Sprint(m, j.Slots) && tk.last != "" {
+				tk.pendRestart = true // resumed after a park, or moved (to another model or host)
 			}
 			penalty := 0.0
 			if tk.pendRestart {
@@ -180,7 +186,7 @@ func runHarness(t *testing.T, pol policy.Policy, w simCase, rounds int) []*loop.
 func roundView(r *loop.RoundRecord) map[string]any {
 	jobs := map[string]string{}
 	for _, j := range r.Jobs {
-		jobs[j.ID] = fmt.Sprintf("%s %s %s %.9g %.9g", j.Action, j.Model, j.ReasonCode, j.RhoBefore, j.RhoAfter)
+		jobs[j.ID] = fmt.Sprintf("%s %s %s %.9g %.9g %v", j.Action, j.Model, j.ReasonCode, j.RhoBefore, j.RhoAfter, j.Hosts)
 	}
-	return map[string]any{"round": r.Round, "assignment": r.Assignment, "plan": r.Plan, "jobs": jobs, "objective": r.Objective}
+	return map[string]any{"round": r.Round, "assignment": r.Assignment, "plan": r.Plan, "jobs": jobs, "objective": r.Objective, "moves": r.Moves}
 }

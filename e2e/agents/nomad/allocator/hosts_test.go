@@ -2,6 +2,8 @@ package allocator
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"testing"
 	"time"
@@ -54,8 +56,8 @@ func readHostRounds(t *testing.T, cs *testenv.Consul) []hostsRec {
 // twoV100Hosts is the issue's cluster: one model on two clients of 2 GPUs each.
 func twoV100Hosts() []testenv.FakeGPUClient {
 	return []testenv.FakeGPUClient{
-		{Name: "v100-a", Model: modelV100, Count: 2},
-		{Name: "v100-b", Model: modelV100, Count: 2},
+		{Name: "v100-a", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
+		{Name: "v100-b", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
 	}
 }
 
@@ -140,10 +142,18 @@ func checkNoPlaceableWait(t *testing.T, r hostsRec) {
 // finishes, leaving 1 free GPU on each host; a 2-GPU job arrives. The round moves one small
 // job next to the other (its price in the record), the gang gets a whole host, and Nomad runs
 // every job on the node the record names.
+//
+// The rounds last 2 s here, so the default 30 s restart would price a move at 15 GPU-rounds,
+// more than the gang's 2 GPUs gain: the stage would rightly decide the round again instead.
+// The engine is told a 0.2 s restart, a tenth of a round, as 30 s is of the default 300 s.
 func TestHostsConsolidation(t *testing.T) {
 	st := startStack(t, twoV100Hosts())
 	c, cs := st.Cluster, st.consul
-	proc := st.allocator(t, "fft-allocator", "-round", "2s", "-http-addr", "", "-log-level", "debug")
+	cfg := filepath.Join(st.root, "consolidate.hcl")
+	if err := os.WriteFile(cfg, []byte("engine {\n  restart_seconds = 0.2\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	proc := st.allocator(t, "fft-allocator", "-round", "2s", "-http-addr", "", "-log-level", "debug", "-config", cfg)
 	vars := func(gpus, seconds int, work string) string {
 		return fmt.Sprintf("work = %q\nseconds = %d\ngpu_count = %d\nthroughput = \"%s=1\"", work, seconds, gpus, modelV100)
 	}
