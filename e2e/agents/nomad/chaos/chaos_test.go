@@ -559,9 +559,11 @@ func (p *progressPoller) count() int {
 // collect reads the evidence of the run.
 func (st *stack) collect(t *testing.T, work map[string]float64, pr *progressPoller) *evidence {
 	t.Helper()
-	e := &evidence{work: work, ledger: map[string]jobRec{}, samples: pr.samples, applies: map[int]int{}, capacity: map[string]int{}, flips: st.flips, revocations: st.revocations}
+	e := &evidence{work: work, ledger: map[string]jobRec{}, samples: pr.samples, applies: map[int]int{}, capacity: map[string]int{}, hostCapacity: map[string]int{},
+		flips: st.flips, revocations: st.revocations}
 	for _, c := range st.clients {
 		e.capacity[c.Model] += c.Count
+		e.hostCapacity[st.NodeIDs[c.Name]] = c.Count
 	}
 	q := &api.QueryOptions{Params: map[string]string{"resources": "true"}}
 	stubs, _, err := st.API.Allocations().List(q)

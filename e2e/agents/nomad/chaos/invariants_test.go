@@ -75,8 +75,10 @@ type evidence struct {
 	samples map[string][]sample
 	// applies counts, per round number, the replicas' runs that finished its apply phase.
 	applies map[int]int
-	// capacity is each model's GPUs with every client up.
-	capacity map[string]int
+	// capacity is each model's GPUs with every client up, hostCapacity each
+	// node's (by node ID).
+	capacity     map[string]int
+	hostCapacity map[string]int
 	// flips are the GPUs made unhealthy (gpu-unhealthy faults).
 	flips []flip
 	// revocations are the windows without the allocators' Consul token; deniedFailures
@@ -95,6 +97,7 @@ func (e *evidence) check() (violations []string, checked []string) {
 		{"every job finished with its full work or is waiting", e.finishedOrWaiting},
 		{"no job ran without a round that selected it", e.selectedBeforeRun},
 		{"no model used more GPUs than it had", e.withinCapacity},
+		{"no host held more GPUs than it has", e.withinHosts},
 		{"every round recorded once and applied at most once", e.roundsOnce},
 		{"the ledger equals the one recomputed from the audit log", e.ledgerFromAudit},
 		{"no progress went backwards except to its last checkpoint", e.progressMonotone},
@@ -227,6 +230,43 @@ func (e *evidence) withinCapacity() []string {
 		for _, ed := range es {
 			if inUse += ed.delta; inUse > e.capacity[m] {
 				out = append(out, fmt.Sprintf("%d GPUs of %q in use at %s, it has %d", inUse, m, ed.at.Format(time.RFC3339Nano), e.capacity[m]))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// withinHosts: at no time did the allocations running on one node hold more GPUs than it
+// has (the placement stage's pins, as Nomad carried them out).
+func (e *evidence) withinHosts() []string {
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	edges := map[string][]edge{}
+	for _, a := range e.allocs {
+		if a.Started.IsZero() || a.GPUs == 0 {
+			continue
+		}
+		edges[a.Node] = append(edges[a.Node], edge{a.Started, a.GPUs})
+		if !a.Done.IsZero() {
+			edges[a.Node] = append(edges[a.Node], edge{a.Done, -a.GPUs})
+		}
+	}
+	var out []string
+	for _, n := range sortedKeys(edges) {
+		es := edges[n]
+		sort.Slice(es, func(i, j int) bool {
+			if es[i].at.Equal(es[j].at) {
+				return es[i].delta < es[j].delta
+			}
+			return es[i].at.Before(es[j].at)
+		})
+		inUse := 0
+		for _, ed := range es {
+			if inUse += ed.delta; inUse > e.hostCapacity[n] {
+				out = append(out, fmt.Sprintf("%d GPUs in use on node %s at %s, it has %d", inUse, n, ed.at.Format(time.RFC3339Nano), e.hostCapacity[n]))
 				break
 			}
 		}

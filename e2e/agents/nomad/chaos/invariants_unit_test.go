@@ -30,12 +30,13 @@ func TestInvariantsCatchViolations(t *testing.T) {
 			work: map[string]float64{"default/j": 10},
 			allocs: []allocRec{{ID: "0123456789", Job: "default/j", Model: a100, GPUs: 2, Created: at(0.1), Started: at(0.5), Done: at(11),
 				Desired: "run", Client: "complete", Node: "n1", DeviceIDs: []string{"GPU-x", "GPU-y"}}},
-			rounds:   []*roundRec{r0, r1},
-			ledger:   map[string]jobRec{"default/j": {Rho: 0.5, RoundsRun: 1, Status: "finished"}},
-			next:     2,
-			samples:  map[string][]sample{"default/j": {{at(3), 2, -1}, {at(6), 5, 4}, {at(7), 4.5, 4}, {at(11), 10, 4}}},
-			applies:  map[int]int{0: 1, 1: 1},
-			capacity: map[string]int{a100: 2},
+			rounds:       []*roundRec{r0, r1},
+			ledger:       map[string]jobRec{"default/j": {Rho: 0.5, RoundsRun: 1, Status: "finished"}},
+			next:         2,
+			samples:      map[string][]sample{"default/j": {{at(3), 2, -1}, {at(6), 5, 4}, {at(7), 4.5, 4}, {at(11), 10, 4}}},
+			applies:      map[int]int{0: 1, 1: 1},
+			capacity:     map[string]int{a100: 2},
+			hostCapacity: map[string]int{"n1": 2},
 			// Flipped after the job ended, with no round in the window.
 			flips: []flip{{Node: "n1", Client: "c", Model: a100, GPU: "GPU-x", From: at(20), Unlisted: at(30)}},
 		}
@@ -58,6 +59,10 @@ func TestInvariantsCatchViolations(t *testing.T) {
 		{"too many GPUs", func(e *evidence) {
 			e.allocs = append(e.allocs, allocRec{ID: "abcdefghij", Job: "default/j", Model: a100, GPUs: 1, Created: at(0.2), Started: at(1), Desired: "stop", Client: "complete", Done: at(3)})
 		}, "3 GPUs of"},
+		{"host over its GPUs", func(e *evidence) {
+			e.capacity[a100], e.hostCapacity["n2"] = 4, 2
+			e.allocs = append(e.allocs, allocRec{ID: "abcdefghij", Job: "default/j", Model: a100, GPUs: 1, Node: "n1", Created: at(0.2), Started: at(1), Desired: "stop", Client: "complete", Done: at(3)})
+		}, "3 GPUs in use on node n1"},
 		{"round missing", func(e *evidence) { e.next = 3 }, "round 2 is missing"},
 		{"applied twice", func(e *evidence) { e.applies[1] = 2 }, "round 1 was applied 2 times"},
 		{"ledger differs", func(e *evidence) { e.ledger["default/j"] = jobRec{Rho: 0.7, RoundsRun: 1, Status: "finished"} }, "ledger rho 0.7"},

@@ -72,7 +72,8 @@ func startStack(t *testing.T, replicas int) *stack {
 		clients: []testenv.FakeGPUClient{
 			{Name: "a100-1", Model: modelA100, Count: 2, NodePool: gpuPool},
 			{Name: "a100-2", Model: modelA100, Count: 2, NodePool: gpuPool},
-			{Name: "v100", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`, NodePool: gpuPool},
+			{Name: "v100-1", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`, NodePool: gpuPool},
+			{Name: "v100-2", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`, NodePool: gpuPool},
 		},
 	}
 	for i := range st.clients {
