@@ -183,6 +183,11 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	for _, inv := range snap.Invalid {
 		ph.log.Warn("job rejected: bad fft. meta; left untouched", "job", inv.ID, "error", inv.Err)
 	}
+	for _, j := range snap.Jobs {
+		if j.Refused != "" {
+			ph.log.Warn("Nomad did not place the job on the nodes the last round pinned it to; placing it again", "job", j.ID, "nodes", j.Pinned, "reason", j.Refused)
+		}
+	}
 	progress := l.progress(ctx, ph.log)
 	reports := l.reports(ctx, ph.log)
 	overrides, err := l.overrides(ctx)
@@ -262,7 +267,7 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	// check-and-set against the ledger this round started from (or claimed).
 	err = ph.run(5, "record", func() error {
 		achieved := advance(pr, dec, plan, next, rec, l.opts.cfg.RoundSeconds, l.opts.record == RecordFull)
-		pl.recordLines(rec)
+		pl.recordLines(rec, snap)
 		recordRates(pr, plan, next, rec, progress, t, l.opts.record == RecordFull)
 		if lr, ok := l.opts.pol.(policy.Observer); ok {
 			lr.Observe(pr.snapshot, policy.Assignment(chosen), achieved)

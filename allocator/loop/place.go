@@ -96,6 +96,10 @@ func placementJobs(jobs map[string]*Job, dec *allocator.Decision, pr *problem) [
 		}
 		pj := placement.Job{ID: j.ID, Model: jd.Model, Pieces: j.PiecesOf()}
 		pj.Current = currentSlots(j, jd.Model, len(pj.Pieces))
+		if j.Refused != "" {
+			// Nomad could not place it where it is pinned: elsewhere.
+			pj.Current, pj.Avoid = nil, j.Pinned
+		}
 		if ij := inst[j.ID]; ij != nil {
 			pj.MovePrice = cfg.MovePrice(ij)
 		} else {
@@ -273,14 +277,23 @@ func (p *placed) record(rec *RoundRecord, snap *Snapshot, full bool) {
 	rec.Moves, rec.Redecided = p.res.Moves, p.redecided
 }
 
-// recordLines puts each running job's hosts on its audit line.
-func (p *placed) recordLines(rec *RoundRecord) {
+// recordLines puts each running job's hosts on its audit line, and Nomad's
+// reason on the line of each job it refused to place.
+func (p *placed) recordLines(rec *RoundRecord, snap *Snapshot) {
 	if p == nil {
 		return
 	}
+	refused := map[string]string{}
+	for _, j := range snap.Jobs {
+		if j.Refused != "" {
+			refused[j.ID] = j.Refused
+		}
+	}
 	for k := range rec.Jobs {
-		if l := &rec.Jobs[k]; l.Model != "" {
+		l := &rec.Jobs[k]
+		if l.Model != "" {
 			l.Hosts = p.res.Slots[l.ID]
 		}
+		l.Refused = refused[l.ID]
 	}
 }

@@ -227,3 +227,24 @@ func checkNoIdleBesideWaiting(t *testing.T, h *Harness, rec *RoundRecord) {
 		}
 	}
 }
+
+// A job started and pinned to a host where Nomad refused to place it (its
+// evaluation failed there) is placed on another host, and its audit line
+// carries Nomad's reason.
+func TestRefusedPlacementMovesElsewhere(t *testing.T) {
+	h := &Harness{Hosts: v100Hosts(2, 2), Jobs: map[string]*Job{}}
+	j := NewJob("a").Work(1000).TP(v100, 1).Ungated(v100).Obj()
+	j.Pinned, j.Refused = []string{"node-0"}, `task group "train": memory exhausted on 1 node(s)`
+	h.Set(j)
+	rec, err := New(h, h, NewMemStore(true)).RunRound(context.Background(), TriggerManual, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := lineOfRec(rec, "default/a")
+	if len(l.Hosts) != 1 || l.Hosts[0].Host != "node-1" || l.Refused == "" || l.Action != ActionStart {
+		t.Fatalf("line %+v, want a start on node-1 with Nomad's reason", l)
+	}
+	if got := h.Jobs["default/a"].Pinned; len(got) != 1 || got[0] != "node-1" {
+		t.Fatalf("pinned to %v, want node-1", got)
+	}
+}

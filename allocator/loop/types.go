@@ -41,8 +41,11 @@ type Job struct {
 	Pieces []int
 	Slots  []placement.Slot
 	// Pinned are the nodes the allocator pinned the job to (its node
-	// constraint), none if unpinned.
-	Pinned []string
+	// constraint), none if unpinned. Refused is Nomad's reason when it
+	// could not place the started job there (its latest evaluation failed
+	// to place it), "" otherwise: the round then places it elsewhere.
+	Pinned  []string
+	Refused string
 	// UnhealthyGPU is true when one of Allocs holds a GPU that Nomad reports
 	// unhealthy: Nomad leaves the allocation there, so the round parks it.
 	UnhealthyGPU bool
@@ -225,8 +228,10 @@ type JobAudit struct {
 	// Mismatches flags declared throughputs far from the measured ones.
 	Mismatches []profile.Mismatch `json:"mismatches,omitempty"`
 	// Hosts are where the job runs after this round, one slot per
-	// allocation (node ID and GPUs), when the round placed it.
-	Hosts []placement.Slot `json:"hosts,omitempty"`
+	// allocation (node ID and GPUs), when the round placed it. Refused is
+	// Nomad's reason for not placing it where the last round pinned it.
+	Hosts   []placement.Slot `json:"hosts,omitempty"`
+	Refused string           `json:"refused,omitempty"`
 }
 
 // setReason fills the line's reason from the engine's.

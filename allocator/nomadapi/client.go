@@ -160,11 +160,76 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 		}
 		observeAllocs(&j, byJob[key], dead[key])
 		j.UnhealthyGPU = holdsUnhealthy(byJob[key], unhealthy)
+		if !j.Held() && !j.Finished && len(j.Allocs) == 0 && len(j.Pinned) > 0 {
+			// Started and pinned, yet nothing placed: ask Nomad why.
+			why, err := c.refused(ctx, &j)
+			snap.Calls++
+			if err != nil {
+				return nil, fmt.Errorf("reading the evaluations of job %q: %w", key, needs(err, capReadJob))
+			}
+			j.Refused = why
+		}
 		snap.Jobs = append(snap.Jobs, j)
 	}
 	sort.Slice(snap.Jobs, func(a, b int) bool { return snap.Jobs[a].ID < snap.Jobs[b].ID })
 	sort.Slice(snap.Invalid, func(a, b int) bool { return snap.Invalid[a].ID < snap.Invalid[b].ID })
 	return snap, nil
+}
+
+// refused is Nomad's reason for not placing the job's current version: its
+// newest evaluation for that version that finished with placements failed,
+// "" when there is none (Nomad has not answered yet, or placed it).
+func (c *Client) refused(ctx context.Context, j *loop.Job) (string, error) {
+	evals, _, err := c.nomad.Jobs().Evaluations(j.Name, (&api.QueryOptions{Namespace: j.Namespace}).WithContext(ctx))
+	if err != nil {
+		return "", err
+	}
+	var newest *api.Evaluation
+	for _, e := range evals {
+		if e.Status != api.EvalStatusComplete || len(e.FailedTGAllocs) == 0 || e.JobModifyIndex < j.ModifyIndex {
+			continue
+		}
+		if newest == nil || e.CreateIndex > newest.CreateIndex {
+			newest = e
+		}
+	}
+	if newest == nil {
+		return "", nil
+	}
+	return placementFailure(newest.FailedTGAllocs), nil
+}
+
+// placementFailure says, as Nomad's CLI does, why each task group was not
+// placed: the constraints that filtered nodes and the resources exhausted.
+func placementFailure(failed map[string]*api.AllocationMetric) string {
+	var parts []string
+	for _, tg := range sortedKeys(failed) {
+		m := failed[tg]
+		if m == nil {
+			continue
+		}
+		var why []string
+		for _, c := range sortedKeys(m.ConstraintFiltered) {
+			why = append(why, fmt.Sprintf("constraint %s filtered %d node(s)", c, m.ConstraintFiltered[c]))
+		}
+		for _, d := range sortedKeys(m.DimensionExhausted) {
+			why = append(why, fmt.Sprintf("%s exhausted on %d node(s)", d, m.DimensionExhausted[d]))
+		}
+		if len(why) == 0 {
+			why = append(why, fmt.Sprintf("%d node(s) evaluated, none feasible", m.NodesEvaluated))
+		}
+		parts = append(parts, fmt.Sprintf("task group %q: %s", tg, strings.Join(why, "; ")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // candidate reports whether a listed job may be one the allocator manages:

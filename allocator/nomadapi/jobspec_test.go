@@ -229,3 +229,14 @@ func TestPin(t *testing.T) {
 		t.Fatal("unpin")
 	}
 }
+
+func TestPlacementFailure(t *testing.T) {
+	got := placementFailure(map[string]*api.AllocationMetric{
+		"train": {NodesEvaluated: 2, ConstraintFiltered: map[string]int{"${node.unique.id} = n1": 1}, DimensionExhausted: map[string]int{"devices": 1}},
+		"aux":   {NodesEvaluated: 3},
+	})
+	want := `task group "aux": 3 node(s) evaluated, none feasible; task group "train": constraint ${node.unique.id} = n1 filtered 1 node(s); devices exhausted on 1 node(s)`
+	if got != want {
+		t.Fatalf("placementFailure =\n%s\nwant\n%s", got, want)
+	}
+}

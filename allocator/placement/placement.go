@@ -13,6 +13,7 @@
 package placement
 
 import (
+	"slices"
 	"sort"
 )
 
@@ -46,6 +47,9 @@ type Job struct {
 	// MovePrice is what moving the job to other hosts costs, in GPU-rounds: its
 	// GPUs idle while its checkpoint moves and it restarts.
 	MovePrice float64
+	// Avoid are hosts the job must not be put on this round (Nomad refused
+	// to place it there).
+	Avoid []string
 }
 
 // GPUs is the job's gang size: the sum of its pieces.
@@ -181,7 +185,7 @@ func (ms *modelState) place(jobs []*Job, res *Result) {
 		return rest[a].ID < rest[b].ID
 	})
 	for _, j := range rest {
-		if slots := ms.pack(j.Pieces, -1); slots != nil {
+		if slots := ms.pack(j.Pieces, ms.avoiding(j, -1)); slots != nil {
 			ms.take(j, slots, res)
 			continue
 		}
@@ -233,18 +237,18 @@ func (ms *modelState) release(p *placed) {
 	delete(ms.on[k], p.job.ID)
 }
 
-// pack finds hosts for the pieces without moving anything, never on host skip
-// (-1: none): all on the tightest host that takes them whole, else on as few
-// hosts as it can, each time the one that takes the most of what is left.
-// It returns nil when they do not fit.
-func (ms *modelState) pack(pieces []int, skip int) []Slot {
+// pack finds hosts for the pieces without moving anything, never on a host
+// skip names: all on the tightest host that takes them whole, else on as
+// few hosts as it can, each time the one that takes the most of what is
+// left. It returns nil when they do not fit.
+func (ms *modelState) pack(pieces []int, skip func(k int) bool) []Slot {
 	total := 0
 	for _, p := range pieces {
 		total += p
 	}
 	best := -1
 	for k := range ms.free {
-		if k != skip && ms.free[k] >= total && (best < 0 || ms.free[k] < ms.free[best]) {
+		if !skip(k) && ms.free[k] >= total && (best < 0 || ms.free[k] < ms.free[best]) {
 			best = k
 		}
 	}
@@ -264,7 +268,7 @@ func (ms *modelState) pack(pieces []int, skip int) []Slot {
 // spread places several pieces over several hosts, largest pieces first,
 // each round on the host that takes the most of them (then the least room
 // left), so the job spans few hosts.
-func (ms *modelState) spread(pieces []int, skip int) []Slot {
+func (ms *modelState) spread(pieces []int, skip func(k int) bool) []Slot {
 	order := make([]int, len(pieces))
 	for i := range order {
 		order[i] = i
@@ -277,7 +281,7 @@ func (ms *modelState) spread(pieces []int, skip int) []Slot {
 		bestHost, bestTaken, bestRoom := -1, 0, 0
 		var bestRest []int
 		for k := range free {
-			if k == skip {
+			if skip(k) {
 				continue
 			}
 			room, taken := free[k], 0
@@ -318,7 +322,7 @@ func (ms *modelState) spread(pieces []int, skip int) []Slot {
 // finds no room, all within the one budget, or nothing moves.
 func (ms *modelState) consolidate(j *Job, res *Result) bool {
 	need := j.GPUs()
-	if k, plan, price := ms.cheapestFree(need, float64(need), j.ID); k >= 0 && price < float64(need) {
+	if k, plan, price := ms.cheapestFree(need, float64(need), j); k >= 0 && price < float64(need) {
 		ms.applyMoves(k, plan, res)
 		slots := make([]Slot, len(j.Pieces))
 		for i, p := range j.Pieces {
@@ -341,12 +345,12 @@ func (ms *modelState) consolidate(j *Job, res *Result) bool {
 	for _, i := range order {
 		p := j.Pieces[i]
 		k := -1
-		if s := ms.pack([]int{p}, -1); s != nil {
+		if s := ms.pack([]int{p}, ms.avoiding(j, -1)); s != nil {
 			k = ms.index[s[0].Host]
 		} else {
 			var plan []Move
 			var price float64
-			if k, plan, price = ms.cheapestFree(p, budget, j.ID); k < 0 {
+			if k, plan, price = ms.cheapestFree(p, budget, j); k < 0 {
 				ms.restore(saved, res)
 				return false
 			}
@@ -362,14 +366,15 @@ func (ms *modelState) consolidate(j *Job, res *Result) bool {
 
 // cheapestFree is the host where moves free need GPUs at the least price
 // below limit, with the moves; -1 when there is none.
-func (ms *modelState) cheapestFree(need int, limit float64, forJob string) (int, []Move, float64) {
+func (ms *modelState) cheapestFree(need int, limit float64, j *Job) (int, []Move, float64) {
 	best, bestPrice := -1, limit
 	var bestPlan []Move
+	avoid := ms.avoiding(j, -1)
 	for k := range ms.hosts {
-		if ms.hosts[k].GPUs < need {
+		if ms.hosts[k].GPUs < need || avoid(k) {
 			continue
 		}
-		plan, price, ok := ms.tryFree(k, need, forJob)
+		plan, price, ok := ms.tryFree(k, need, j.ID)
 		if ok && price < bestPrice {
 			best, bestPrice, bestPlan = k, price, plan
 		}
@@ -451,7 +456,7 @@ func (ms *modelState) tryFree(k, need int, forJob string) (plan []Move, price fl
 		if ms.free[k] >= need {
 			break
 		}
-		to := ms.pack(p.job.Pieces, k)
+		to := ms.pack(p.job.Pieces, ms.avoiding(p.job, k))
 		if to == nil {
 			continue
 		}
@@ -463,6 +468,15 @@ func (ms *modelState) tryFree(k, need int, forJob string) (plan []Move, price fl
 		price += p.job.MovePrice
 	}
 	return plan, price, ms.free[k] >= need
+}
+
+// avoiding is the hosts job j may not be put on: those it avoids, and host
+// k (-1: none), the host being freed.
+func (ms *modelState) avoiding(j *Job, k int) func(int) bool {
+	if len(j.Avoid) == 0 {
+		return func(h int) bool { return h == k }
+	}
+	return func(h int) bool { return h == k || slices.Contains(j.Avoid, ms.hosts[h].ID) }
 }
 
 func largest(pieces []int) int {

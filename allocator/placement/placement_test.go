@@ -106,6 +106,12 @@ func TestPlace(t *testing.T) {
 			moves: 1,
 		},
 		{
+			name:  "a host Nomad refused is avoided",
+			hosts: hostsOf(v, 2, 4),
+			jobs:  []Job{{ID: "a", Model: v, Pieces: []int{2}, Avoid: []string{"V100-h0"}}},
+			slots: map[string][]Slot{"a": {{"V100-h1", 2}}},
+		},
+		{
 			name:     "a model without hosts places nothing",
 			hosts:    hostsOf("A100", 8),
 			jobs:     []Job{{ID: "x", Model: v, Pieces: []int{1}}},
