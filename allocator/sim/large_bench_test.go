@@ -29,8 +29,10 @@ func BenchmarkLargeCluster(b *testing.B) {
 	}{
 		{policy.DefaultName, 4000, 10},
 		{policy.FFTName, 4000, 10},
-		{policy.GavelFTFName, 250, 1},
-		{policy.GavelFTFName, 500, 1},
+		{policy.GavelFTFName, 4000, 1},
+		{policy.GavelLASName, 4000, 1},
+		{policy.FTFName, 4000, 1},
+		{policy.LASName, 4000, 1},
 	}
 	for _, c := range cases {
 		b.Run(fmt.Sprintf("%s/jobs=%d/rounds=%d", c.policy, c.jobs, c.round), func(b *testing.B) {
