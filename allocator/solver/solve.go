@@ -139,12 +139,12 @@ func branchAndBound(ctx context.Context, p *Problem, opt Options, target float64
 
 // search is one branch-and-bound run over the original problem.
 type search struct {
-	ctx    context.Context
-	p      *Problem
-	limit  int
+	ctx   context.Context
+	p     *Problem
+	limit int
 	// workLimit bounds work, the free items summed over solved nodes.
 	workLimit, work int
-	target float64
+	target          float64
 	// assign holds fixings of the current path (original indices).
 	assign []int
 	best   []int
