@@ -81,6 +81,7 @@ func finishTime(aware bool) fractional {
 			return z
 		}
 		best, z := iso, worst(iso)
+		var prices []float64
 		for it := 0; it < ftfIterations; it++ {
 			q := func(k int) float64 {
 				if T[k] == 0 || rem[k] == 0 {
@@ -88,11 +89,12 @@ func finishTime(aware bool) fractional {
 				}
 				return rem[k] / math.Max(z*T[k]-e[k], 1e-9*T[k])
 			}
-			x, err := solveShares(s, w, aware, q)
+			x, next, err := solveShares(s, w, aware, q, prices)
 			if err != nil {
 				g.Fallbacks++
 				break
 			}
+			prices = next
 			nz := worst(x)
 			if !(nz < z) {
 				break

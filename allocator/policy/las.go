@@ -1,5 +1,11 @@
 package policy
 
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
 // LAS names: the heterogeneity-agnostic max-min fairness (Gavel's
 // "max_min_fairness", least attained service in GPU-time) and Gavel's
 // heterogeneity-aware version ("max_min_fairness_perf").
@@ -8,19 +14,17 @@ const (
 	GavelLASName = "gavel-las"
 )
 
-// maxMinEps weighs a secondary objective (mean normalised throughput)
-// against the max-min value. It is 0: Gavel's programs
-// (policies/max_min_fairness.py and finish_time_fairness.py of
-// stanford-futuredata/gavel) have no secondary objective, and a
-// throughput tie-break is a heterogeneity-aware optimisation Gavel does not
-// make (it put every non-bottleneck job on its fastest model and made our
-// gavel-las/gavel-ftf 20-30% faster than Gavel's at 2 jobs/hour). Among the
-// optima we return the simplex's vertex; Gavel's interior-point solver
-// (ECOS via cvxpy) returns a central optimum instead, which spreads
-// non-bottleneck jobs over all models. Neither choice favours fast models;
-// Gavel's round mechanism (gavel), being work conserving, makes the choice
-// matter only under contention.
-const maxMinEps = 0
+// Gavel's programs (policies/max_min_fairness.py and
+// finish_time_fairness.py of stanford-futuredata/gavel) have no secondary
+// objective, and neither has ours: a throughput tie-break is a
+// heterogeneity-aware optimisation Gavel does not make (it put every
+// non-bottleneck job on its fastest model and made our gavel-las/gavel-ftf
+// 20-30% faster than Gavel's at 2 jobs/hour). Among the optima we return
+// the one that gives every job exactly the max-min value (shareLP);
+// Gavel's interior-point solver (ECOS via cvxpy) returns a central optimum
+// instead, which spreads non-bottleneck jobs over all models. Neither
+// choice favours fast models; Gavel's round mechanism (gavel), being work
+// conserving, hands out what the allocation leaves.
 
 // NewLAS is the heterogeneity-agnostic max-min fairness policy.
 // Gavel's name has no "Perf": its round mechanism fills the models in a
@@ -74,7 +78,7 @@ func maxMin(aware bool) fractional {
 				w[k][i] = r[i] * float64(j.GPUs) / prop
 			}
 		}
-		x, err := solveShares(s, w, aware, func(k int) float64 { return 1 })
+		x, _, err := solveShares(s, w, aware, func(k int) float64 { return 1 }, nil)
 		if err != nil {
 			g.Fallbacks++
 			return isolatedShares(s)
@@ -132,68 +136,65 @@ func columns(s *Snapshot, w [][]float64, aware bool) [][]shareColumn {
 	return out
 }
 
-// solveShares solves  maximise t + eps*mean_j(r_j / need_j)  subject to
-// t <= r_j / need_j for each job, where r_j = sum over the job's columns of
-// w_c v_c, sum_c v_c <= 1 (1a) and capacity, v >= 0; it returns the
+// solveShares solves  maximise t  subject to t <= r_j / need_j for each job,
+// where r_j = sum over the job's columns of w_c v_c, sum_c v_c <= 1 (1a)
+// and capacity, v >= 0 (shareLP, by column generation); it returns the
 // shares x[j][i] = sum_c split_c[i] v_c.
-func solveShares(s *Snapshot, w [][]float64, aware bool, need func(k int) float64) ([][]float64, error) {
+//
+// warm, when not nil, are capacity prices of a similar program (the last
+// step of ftf's descent) to start from; the prices solveShares ends with
+// are returned for the next.
+func solveShares(s *Snapshot, w [][]float64, aware bool, need func(k int) float64, warm []float64) ([][]float64, []float64, error) {
 	n, m := len(s.Jobs), len(s.Models)
 	cols := columns(s, w, aware)
-	idx := make([][]int, n)
-	nv := 0
-	for k := range cols {
-		for range cols[k] {
-			idx[k] = append(idx[k], nv)
-			nv++
-		}
+	p := &shareLP{m: m, cap: make([]float64, m), start: make([]int, n+1), tmax: math.Inf(1)}
+	for i := range s.Models {
+		p.cap[i] = float64(s.Models[i].GPUs)
 	}
-	t := nv
-	nv++
-	obj := make([]float64, nv)
-	obj[t] = 1
-	var g [][]float64
-	var h []float64
+	p.rs = append(p.rs, 0)
+	order := make([]int, 0, m)
 	for k := range cols {
-		if len(cols[k]) == 0 {
-			continue
+		nk := need(k)
+		order = order[:0]
+		for c := range cols[k] {
+			order = append(order, c)
 		}
-		rowT := make([]float64, nv)
-		rowOne := make([]float64, nv)
-		for c, col := range cols[k] {
-			v := idx[k][c]
-			coef := col.w / need(k)
-			rowT[v] = -coef
-			rowOne[v] = 1
-			obj[v] = maxMinEps * coef / float64(n)
-		}
-		rowT[t] = 1
-		g = append(g, rowT, rowOne)
-		h = append(h, 0, 1)
-	}
-	for i := 0; i < m; i++ {
-		row := make([]float64, nv)
-		for k := range cols {
-			for c, col := range cols[k] {
-				row[idx[k][c]] = float64(s.Jobs[k].GPUs) * col.split[i]
+		rate := func(c int) float64 { return cols[k][c].w / nk }
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rate(a), rate(b)) })
+		best := 0.0
+		for _, c := range order {
+			col := cols[k][c]
+			p.rate = append(p.rate, rate(c))
+			p.gpus = append(p.gpus, float64(s.Jobs[k].GPUs))
+			for i, f := range col.split {
+				if f != 0 {
+					p.idx = append(p.idx, i)
+					p.val = append(p.val, f)
+				}
 			}
+			p.rs = append(p.rs, len(p.idx))
+			best = math.Max(best, rate(c))
 		}
-		g = append(g, row)
-		h = append(h, float64(s.Models[i].GPUs))
+		p.start[k+1] = len(p.rate)
+		if len(order) > 0 {
+			p.tmax = math.Min(p.tmax, best)
+		}
 	}
-	sol, err := tableauMax(obj, g, h)
+	v, err := p.solve(warm)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([][]float64, n)
 	for k := range cols {
 		out[k] = make([]float64, m)
-		for c, col := range cols[k] {
-			if v := sol[idx[k][c]]; v > 0 {
-				for i := range col.split {
-					out[k][i] += col.split[i] * v
-				}
+		for c := p.start[k]; c < p.start[k+1]; c++ {
+			if v[c] <= 0 {
+				continue
+			}
+			for e := p.rs[c]; e < p.rs[c+1]; e++ {
+				out[k][p.idx[e]] += p.val[e] * v[c]
 			}
 		}
 	}
-	return out, nil
+	return out, p.prices, nil
 }

@@ -22,14 +22,15 @@ var (
 	errNoConverge = errors.New("policy: lp did not converge")
 )
 
-// tableauMax solves  maximise obj.x  s.t.  G x <= h,  x >= 0,  h >= 0, with
+// tableauMaxDual solves  maximise obj.x  s.t.  G x <= h,  x >= 0,  h >= 0, with
 // a dense tableau and the slack basis as the start (feasible since h >= 0).
-// It is the LP engine of Gavel's policies: their programs have this form
-// and are small (a few hundred columns), where a tableau beats a revised
-// simplex that refactorises every pivot: gonum's lp.Simplex as the engine
-// took 19x the CPU time of a 1,500-job simulation of gavel-las and
-// gavel-ftf. gonum's stays as the tests' independent answer.
-func tableauMax(obj []float64, g [][]float64, h []float64) ([]float64, error) {
+// It solves the small master programs of shareLP (M+1 rows); Gavel's
+// whole programs, 2N+M rows, are far too large for a dense tableau at a
+// few thousand jobs (shareLP solves them by column generation). gonum's
+// lp.Simplex stays the tests' independent answer.
+// It also returns the optimal dual prices y >= 0 of the rows (the reduced
+// costs of their slacks).
+func tableauMaxDual(obj []float64, g [][]float64, h []float64) ([]float64, []float64, error) {
 	n, m := len(obj), len(g)
 	w := n + m + 1 // columns: x, slacks, rhs
 	t := make([]float64, (m+1)*w)
@@ -49,7 +50,7 @@ func tableauMax(obj []float64, g [][]float64, h []float64) ([]float64, error) {
 	}
 	for it := 0; ; it++ {
 		if it > maxPivots {
-			return nil, errNoConverge
+			return nil, nil, errNoConverge
 		}
 		bland := it > blandAfter
 		enter := -1
@@ -78,7 +79,7 @@ func tableauMax(obj []float64, g [][]float64, h []float64) ([]float64, error) {
 			}
 		}
 		if leave < 0 {
-			return nil, errUnbounded
+			return nil, nil, errUnbounded
 		}
 		pr := row(leave)
 		inv := 1 / pr[enter]
@@ -110,5 +111,9 @@ func tableauMax(obj []float64, g [][]float64, h []float64) ([]float64, error) {
 			x[b] = math.Max(0, t[r*w+w-1])
 		}
 	}
-	return x, nil
+	y := make([]float64, m)
+	for r := range y {
+		y[r] = math.Max(0, z[n+r])
+	}
+	return x, y, nil
 }

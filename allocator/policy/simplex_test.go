@@ -9,7 +9,7 @@ import (
 	"gonum.org/v1/gonum/optimize/convex/lp"
 )
 
-// gonumMax is tableauMax's problem solved by gonum's revised simplex, the
+// gonumMax is tableauMaxDual's problem solved by gonum's revised simplex, the
 // independent answer the tableau is checked against.
 func gonumMax(obj []float64, g [][]float64, h []float64) ([]float64, error) {
 	n, m := len(obj), len(g)
@@ -37,7 +37,7 @@ func gonumMax(obj []float64, g [][]float64, h []float64) ([]float64, error) {
 	return x[:n], nil
 }
 
-// TestTableauMatchesGonum compares the tableau simplex with gonum's on
+// TestTableauMatchesGonum compares the tableau simplex (values and duals) with gonum's on
 // seeded random packing LPs of the shape Gavel's policies build.
 func TestTableauMatchesGonum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -67,7 +67,7 @@ func TestTableauMatchesGonum(t *testing.T) {
 			g = append(g, row)
 			h = append(h, 1+rng.Float64())
 		}
-		a, err := tableauMax(obj, g, h)
+		a, y, err := tableauMaxDual(obj, g, h)
 		if err != nil {
 			t.Fatalf("trial %d: tableau: %v", trial, err)
 		}
@@ -79,6 +79,13 @@ func TestTableauMatchesGonum(t *testing.T) {
 		for c := range obj {
 			va += obj[c] * a[c]
 			vb += obj[c] * b[c]
+		}
+		dual := 0.0 // strong duality: h.y equals the optimum
+		for r := range h {
+			dual += h[r] * y[r]
+		}
+		if math.Abs(dual-vb) > 1e-7*math.Max(1, math.Abs(vb)) {
+			t.Errorf("trial %d: dual value %v, gonum %v", trial, dual, vb)
 		}
 		if math.Abs(va-vb) > 1e-7*math.Max(1, math.Abs(vb)) {
 			t.Errorf("trial %d: objective tableau %v, gonum %v", trial, va, vb)

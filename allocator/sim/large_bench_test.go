@@ -18,8 +18,8 @@ import (
 // time 0 and Gavel's stream at 20 jobs/hour after it, restarts charged at
 // 60 s. It reports each round's solve time (p50, p99, max, in ms; the
 // paper: 1.53 s a round), the jobs per round and the rounds not proven
-// optimal. gavel-ftf runs one round at 250 and 500 jobs only: its dense
-// tableau does not finish a 4,000-job round in hours (HEADLINE.md).
+// optimal. The LP baselines (gavel-ftf, gavel-las, ftf, las) run their
+// first round, one allocation of all 4,000 jobs.
 //
 //	go test ./allocator/sim -run '^$' -bench LargeCluster -benchtime 1x
 func BenchmarkLargeCluster(b *testing.B) {
@@ -29,8 +29,10 @@ func BenchmarkLargeCluster(b *testing.B) {
 	}{
 		{policy.DefaultName, 4000, 10},
 		{policy.FFTName, 4000, 10},
-		{policy.GavelFTFName, 250, 1},
-		{policy.GavelFTFName, 500, 1},
+		{policy.GavelFTFName, 4000, 1},
+		{policy.GavelLASName, 4000, 1},
+		{policy.FTFName, 4000, 1},
+		{policy.LASName, 4000, 1},
 	}
 	for _, c := range cases {
 		b.Run(fmt.Sprintf("%s/jobs=%d/rounds=%d", c.policy, c.jobs, c.round), func(b *testing.B) {

@@ -44,6 +44,7 @@ func BenchmarkSolve(b *testing.B) {
 			b.ReportMetric(float64(st.Nodes), "nodes")
 			b.ReportMetric(float64(st.ColdStarts), "cold-starts")
 			b.ReportMetric(float64(st.Augmentations), "augs")
+			b.ReportMetric(float64(st.Work), "work")
 		})
 	}
 }

@@ -45,7 +45,7 @@ func MaxUsage(ctx context.Context, p *Problem, opt Options) (Packing, error) {
 	q := packingProblem(p)
 	bound = min(bound, solveLP(q, nil, nil).total, subsetSumBound(q))
 	if u := q.usage(best); u < bound {
-		res, err := solve(ctx, q, Options{NodeLimit: opt.NodeLimit, Start: best, noDP: opt.noDP}, -float64(bound))
+		res, err := solve(ctx, q, Options{NodeLimit: opt.NodeLimit, WorkLimit: opt.WorkLimit, Start: best, noDP: opt.noDP}, -float64(bound))
 		if err != nil && res.Choice == nil {
 			return Packing{}, err
 		}

@@ -14,6 +14,13 @@ import (
 type Options struct {
 	// NodeLimit caps branch-and-bound nodes; 0 means DefaultNodeLimit.
 	NodeLimit int
+	// WorkLimit caps the search's work, counted as the free items of
+	// every node solved plus nodeWork (a node's LP and bookkeeping take
+	// time in proportion to them, plus a fixed part); 0 means
+	// DefaultWorkLimit. Unlike a clock it
+	// stops every run of the same round at the same node, so simulations
+	// stay deterministic.
+	WorkLimit int
 	// Start, when it is a feasible assignment (len N, -1 = left out), is
 	// the first incumbent. MaxUsage's packing is a good one.
 	Start []int
@@ -27,6 +34,17 @@ type Options struct {
 // The rounds we benchmark close well inside it: 4,000 jobs in about a
 // hundred nodes, 100,000 jobs in a few thousand.
 const DefaultNodeLimit = 100000
+
+// DefaultWorkLimit stops a search that has not closed its gap after about
+// 1.5 s of this project's shared 2-core benchmark machine on hard rounds of
+// a few hundred jobs (about 40 microseconds a node there, where the node
+// limit alone allowed 8 s): the answer is then Feasible, with the gap it
+// proved. Rounds with thousands of jobs close in a few hundred nodes, far
+// inside it.
+const DefaultWorkLimit = 12_000_000
+
+// nodeWork is the fixed part of a node's work in WorkLimit's units.
+const nodeWork = 256
 
 // relTolObjective times max(1, |root LP value|) is the absolute tolerance
 // under which two objective values count as equal: far below the 1e-6
@@ -101,7 +119,7 @@ func branchAndBound(ctx context.Context, p *Problem, opt Options, target float64
 			if err := ctx.Err(); err != nil {
 				return Result{}, fmt.Errorf("solver: stopped before any feasible assignment: %w", err)
 			}
-			return Result{}, fmt.Errorf("solver: node limit %d reached before any feasible assignment", s.limit)
+			return Result{}, fmt.Errorf("solver: node limit %d or work limit %d reached before any feasible assignment", s.limit, s.workLimit)
 		}
 		return Result{}, ErrInfeasible
 	}
@@ -115,16 +133,18 @@ func branchAndBound(ctx context.Context, p *Problem, opt Options, target float64
 		}
 	}
 	res.Gap = math.Max(0, res.Objective-res.Bound) / math.Max(1, math.Abs(res.Objective))
-	res.Stats = Stats{Runtime: time.Since(start), Augmentations: s.augs, Nodes: s.nodes, Core: s.core, ColdStarts: s.coldSolves}
+	res.Stats = Stats{Runtime: time.Since(start), Augmentations: s.augs, Nodes: s.nodes, Work: s.work, Core: s.core, ColdStarts: s.coldSolves}
 	return res, nil
 }
 
 // search is one branch-and-bound run over the original problem.
 type search struct {
-	ctx    context.Context
-	p      *Problem
-	limit  int
-	target float64
+	ctx   context.Context
+	p     *Problem
+	limit int
+	// workLimit bounds work, the free items summed over solved nodes.
+	workLimit, work int
+	target          float64
 	// assign holds fixings of the current path (original indices).
 	assign []int
 	best   []int
@@ -160,13 +180,16 @@ type search struct {
 
 func newSearch(ctx context.Context, p *Problem, opt Options, target float64) *search {
 	s := &search{
-		ctx: ctx, p: p, limit: opt.NodeLimit, target: target, noDP: opt.noDP,
+		ctx: ctx, p: p, limit: opt.NodeLimit, workLimit: opt.WorkLimit, target: target, noDP: opt.noDP,
 		assign:  make([]int, p.N()),
 		bestVal: math.Inf(1), minOpen: math.Inf(1),
 		ar: &arena{},
 	}
 	if s.limit <= 0 {
 		s.limit = DefaultNodeLimit
+	}
+	if s.workLimit <= 0 {
+		s.workLimit = DefaultWorkLimit
 	}
 	for j := range s.assign {
 		s.assign[j] = -1
@@ -206,7 +229,8 @@ func (s *search) solveNode(sub *Problem, idx []int, warm *warmStart, fixedCost, 
 		return nil
 	}
 	s.nodes++
-	if s.nodes > s.limit || (s.nodes%64 == 0 && s.ctx.Err() != nil) {
+	s.work += sub.N() + nodeWork
+	if s.nodes > s.limit || s.work > s.workLimit || (s.nodes%64 == 0 && s.ctx.Err() != nil) {
 		s.stopped = true
 		s.minOpen = math.Min(s.minOpen, parentBound)
 		return nil
@@ -637,6 +661,7 @@ func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution, fixedCos
 	inner.ar = s.ar // the nested search runs inside this node and gives back what it takes
 	inner.root(core)
 	s.nodes += inner.nodes
+	s.work += inner.work
 	s.augs += inner.augs
 	if inner.best == nil {
 		return
