@@ -191,4 +191,3 @@ func lastLines(s string, n int) string {
 	l := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(l[max(0, len(l)-n):], "\n")
 }
-
