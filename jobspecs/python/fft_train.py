@@ -35,7 +35,7 @@ import signal
 import sys
 import time
 
-__all__ = ["Job", "CONTINUE", "CHECKPOINT", "STOP"]
+__all__ = ["Job", "CONTINUE", "CHECKPOINT", "STOP", "signal_number"]
 
 # What at_step_boundary asks the script to do.
 CONTINUE = "continue"
@@ -103,7 +103,8 @@ def _sha256_file(path):
     return h.hexdigest()
 
 
-def _signal_number(name, default):
+def signal_number(name, default):
+    """The signal a name such as "SIGUSR1" or "usr1" means; default for an empty name."""
     if not name:
         return default
     name = name.strip().upper()
@@ -126,7 +127,7 @@ class Job:
         self.checkpoint_dir = checkpoint_dir or env.get("FFT_CHECKPOINT_DIR") or "checkpoints"
         self.progress_file = progress_file if progress_file is not None else env.get("FFT_PROGRESS_FILE", "")
         self.marker = marker or env.get("FFT_CHECKPOINT_MARKER") or os.path.join(self.checkpoint_dir, "fft-checkpoint.json")
-        self.checkpoint_signal = _signal_number(
+        self.checkpoint_signal = signal_number(
             checkpoint_signal if checkpoint_signal is not None else env.get("FFT_CHECKPOINT_SIGNAL"), signal.SIGUSR1)
         self.rank = int(rank if rank is not None else env.get("RANK", "0"))
         if keep < 1:

@@ -79,18 +79,18 @@ def launch(args, argv):
     # gloo picks its interface from the host name; the workers are all on this host.
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     children = []
-    for rank in range(args.world_size):
-        children.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv,
-                                         env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank))))
 
     def forward(signum, frame):
         for c in children:
             if c.poll() is None:
                 c.send_signal(signum)
 
-    ckpt_sig = fft_train._signal_number(os.environ.get("FFT_CHECKPOINT_SIGNAL"), signal.SIGUSR1)
+    ckpt_sig = fft_train.signal_number(os.environ.get("FFT_CHECKPOINT_SIGNAL"), signal.SIGUSR1)
     for sig in (signal.SIGINT, signal.SIGTERM, ckpt_sig):
         signal.signal(sig, forward)
+    for rank in range(args.world_size):
+        children.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv,
+                                         env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank))))
     code = 0
     while children:
         for c in list(children):
@@ -108,11 +108,13 @@ def launch(args, argv):
 
 
 def worker(args):
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    # Before importing torch (seconds): a stop signal from then on is a flag, not a traceback.
+    job = fft_train.Job(rank=rank)
     import torch
     import torch.distributed as dist
     import torch.nn as nn
 
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)  # results must not depend on the host's core count
@@ -129,8 +131,6 @@ def worker(args):
     model = nn.Sequential(nn.Linear(IN, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, OUT)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     teacher = torch.randn(IN, OUT, generator=torch.Generator().manual_seed(args.seed + 1)).to(device)
-
-    job = fft_train.Job(rank=rank)
 
     def load(path):
         state = torch.load(path, map_location=device)
