@@ -44,17 +44,21 @@ test: deps vet agents unit e2e
 ## python3-torch), for the PyTorch training job's tests. A pyenv or virtualenv
 ## python3 first on PATH does not see Debian's torch; the tests find
 ## /usr/bin/python3 (jobspecs.TorchPython), so that is what is checked.
+## PyTorch comes without its recommends (libtorch-dev, build-essential): the
+## tests only import it.
 deps:
 	@missing=""; \
 	command -v glpsol >/dev/null 2>&1 || missing="$$missing glpk-utils"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
-	/usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || missing="$$missing python3-torch"; \
-	if [ -n "$$missing" ]; then \
+	torch=""; /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || torch=" python3-torch"; \
+	if [ -n "$$missing$$torch" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
-			echo "installing$$missing (Debian) for the tests"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+			echo "installing$$missing$$torch (Debian) for the tests"; \
+			apt-get update -qq && \
+			{ [ -z "$$missing" ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } && \
+			{ [ -z "$$torch" ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$torch >/dev/null; }; \
 		else \
-			echo "missing:$$missing; run 'sudo apt-get install$$missing'" >&2; exit 1; \
+			echo "missing:$$missing$$torch; run 'sudo apt-get install$$missing$$torch'" >&2; exit 1; \
 		fi; \
 	fi
 
