@@ -249,8 +249,8 @@ var sampleWorkload = []sampleJob{
 
 // torchWorkload is -workload torch: torch-train jobs (work steps of at least
 // step_seconds each), fewer than the sample's, since each GPU is a process
-// with PyTorch loaded (about 200 MB). Their gang sizes add up to more than
-// the H100s and A100s, so jobs still move and wait.
+// with PyTorch loaded (about 200 MB). They fit the 8 GPUs together: "fftctl
+// park" one, or run more, to see a checkpoint and a resume.
 var torchWorkload = []sampleJob{
 	{"mlp-a", []string{"gpu_count=2", "work=3000", "step_seconds=0.1", "seed=1",
 		"throughput=" + devcluster.ModelH100 + "=120," + devcluster.ModelA100 + "=100," + devcluster.ModelV100 + "=60"}},
