@@ -39,18 +39,26 @@ round:
 test: deps vet agents unit e2e
 
 ## deps: what the tests need beyond Go: GLPK's glpsol (Debian glpk-utils),
-## for the solver's reference test, and Chromium (Debian chromium), for the
-## status page's browser test.
+## for the solver's reference test, Chromium (Debian chromium), for the
+## status page's browser test, and PyTorch for the system Python (Debian
+## python3-torch), for the PyTorch training job's tests. A pyenv or virtualenv
+## python3 first on PATH does not see Debian's torch; the tests find
+## /usr/bin/python3 (jobspecs.TorchPython), so that is what is checked.
+## PyTorch comes without its recommends (libtorch-dev, build-essential): the
+## tests only import it.
 deps:
 	@missing=""; \
 	command -v glpsol >/dev/null 2>&1 || missing="$$missing glpk-utils"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
-	if [ -n "$$missing" ]; then \
+	torch=""; /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || torch=" python3-torch"; \
+	if [ -n "$$missing$$torch" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
-			echo "installing$$missing (Debian) for the tests"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+			echo "installing$$missing$$torch (Debian) for the tests"; \
+			apt-get update -qq && \
+			{ [ -z "$$missing" ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } && \
+			{ [ -z "$$torch" ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$torch >/dev/null; }; \
 		else \
-			echo "missing:$$missing; run 'sudo apt-get install$$missing'" >&2; exit 1; \
+			echo "missing:$$missing$$torch; run 'sudo apt-get install$$missing$$torch'" >&2; exit 1; \
 		fi; \
 	fi
 
@@ -73,17 +81,18 @@ vet:
 
 ## unit: the main module's tests (e2e/agentrun, which the dev cluster and
 ## the e2e tests share, is one of its packages). The Consul store
-## tests use the cached Consul agent (FFT_E2E=1 makes its absence a failure).
+## tests use the cached Consul agent (FFT_E2E=1 makes its absence a failure);
+## FFT_REQUIRE_TORCH=1 makes a missing PyTorch a failure, not a skip.
 unit:
 	consul_bin=$$(e2e/agents/build-consul.sh) && \
-	FFT_E2E=1 FFT_CONSUL_BIN=$$consul_bin FFT_REQUIRE_GLPSOL=1 FFT_REQUIRE_BROWSER=1 $(GO) test -count=1 ./...
+	FFT_E2E=1 FFT_CONSUL_BIN=$$consul_bin FFT_REQUIRE_GLPSOL=1 FFT_REQUIRE_BROWSER=1 FFT_REQUIRE_TORCH=1 $(GO) test -count=1 ./...
 
 ## e2e: builds the Nomad agent once from the pinned MPL module into the
 ## ignored .cache folder (e2e/agents/build.sh), then runs the tests that
-## start it.
+## start it (FFT_REQUIRE_TORCH=1: the PyTorch job's test cannot skip).
 e2e:
 	nomad_bin=$$(e2e/agents/build.sh) && consul_bin=$$(e2e/agents/build-consul.sh) && \
-	cd e2e/agents/nomad && FFT_E2E=1 FFT_NOMAD_BIN=$$nomad_bin FFT_CONSUL_BIN=$$consul_bin \
+	cd e2e/agents/nomad && FFT_E2E=1 FFT_NOMAD_BIN=$$nomad_bin FFT_CONSUL_BIN=$$consul_bin FFT_REQUIRE_TORCH=1 \
 		$(GO) test -count=1 -timeout 20m ./...
 
 ## chaos: the long chaos suite (e2e/agents/nomad/chaos), ACLs on: 20 SIGKILLs

@@ -7,6 +7,12 @@ import "embed"
 //go:embed *.nomad.hcl
 var FS embed.FS
 
+// PythonFS holds python/: fft_train.py (the driver's contract for Python training scripts)
+// and torch_train.py (the PyTorch job of torch-train.nomad.hcl).
+//
+//go:embed python/fft_train.py python/torch_train.py
+var PythonFS embed.FS
+
 // Train is the training job FFT schedules, fft-train.nomad.hcl.
 const Train = "fft-train.nomad.hcl"
 

@@ -1,6 +1,8 @@
 package command
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +44,7 @@ func TestDevCommandChecks(t *testing.T) {
 		{500 * time.Millisecond, 0, "-round = 500ms: expected at least 1s"},
 		{10 * time.Second, -1, "-rounds = -1"},
 	} {
-		c := &DevCommand{round: tc.round, rounds: tc.rounds}
+		c := &DevCommand{round: tc.round, rounds: tc.rounds, workload: workloadSample}
 		err := c.check()
 		if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("check(round %s, rounds %d) = %v, want %q", tc.round, tc.rounds, err, tc.err)
@@ -61,5 +63,29 @@ func TestDevCommandChecks(t *testing.T) {
 	}
 	if strings.Contains(ui.OutputWriter.String(), "Starting") {
 		t.Errorf("dev started with a bad flag: %q", ui.OutputWriter.String())
+	}
+	if err := (&DevCommand{round: time.Second, workload: "jax"}).check(); err == nil || !strings.Contains(err.Error(), `-workload = "jax": expected "sample" or "torch"`) {
+		t.Errorf("check(-workload jax) = %v", err)
+	}
+}
+
+// Without PyTorch, -workload torch says so, and how to install it, before it starts anything.
+func TestDevTorchWorkloadWithoutPyTorch(t *testing.T) {
+	fake := filepath.Join(t.TempDir(), "python3")
+	// A python3 that has no torch: it fails the import as CPython does.
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FFT_PYTHON", fake)
+	ui := cli.NewMockUi()
+	code := (&DevCommand{Meta: Meta{Ui: ui}}).Run([]string{"-workload", "torch"})
+	stderr := ui.ErrorWriter.String()
+	for _, want := range []string{"-workload torch runs PyTorch jobs: PyTorch is missing", fake + ": ModuleNotFoundError: No module named 'torch'", "apt-get install python3-torch", "FFT_PYTHON"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr %q: want %q", stderr, want)
+		}
+	}
+	if code != 1 || strings.Contains(ui.OutputWriter.String(), "Starting") {
+		t.Errorf("exit %d, stdout %q: want 1 and nothing started", code, ui.OutputWriter.String())
 	}
 }

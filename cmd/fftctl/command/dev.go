@@ -31,7 +31,16 @@ type DevCommand struct {
 	dir        string
 	rounds     int
 	noWorkload bool
+	workload   string
+	// python is the interpreter that imports torch, for -workload torch.
+	python string
 }
+
+// The sample workloads -workload names.
+const (
+	workloadSample = "sample"
+	workloadTorch  = "torch"
+)
 
 var _ cli.Command = &DevCommand{}
 
@@ -56,6 +65,14 @@ job resumes from its checkpoint, on any client. Then
 it prints every round as the allocator records it, until Ctrl-C (or
 -rounds), and stops everything it started.
 
+With -workload torch the sample jobs are real PyTorch training jobs instead,
+from jobspecs/torch-train.nomad.hcl: a small MLP trained on synthetic data
+on CPU, with DistributedDataParallel over gloo, one process per GPU of the
+job; they checkpoint when parked and resume, bit for bit, on any client.
+They need PyTorch for a python3 here (Debian: apt-get install
+python3-torch; FFT_PYTHON names another interpreter); fftctl dev says so
+and starts nothing when it is missing.
+
 Nomad's HTTP API is on 127.0.0.1:4646 and Consul's on 127.0.0.1:8500 when
 those ports are free (other ports otherwise; the addresses are printed).
 
@@ -72,6 +89,7 @@ func (c *DevCommand) ownFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.dir, "dir", "", "State `folder` for the agents' configuration, data and logs; it must be new or empty, and is kept on exit. By default a temporary folder, removed on exit.")
 	fs.IntVar(&c.rounds, "rounds", 0, "Stop after this many rounds (0: run until Ctrl-C).")
 	fs.BoolVar(&c.noWorkload, "no-workload", false, "Submit no sample jobs.")
+	fs.StringVar(&c.workload, "workload", workloadSample, `The sample jobs: "sample" (shell training loops) or "torch" (PyTorch training jobs; needs PyTorch).`)
 }
 
 func (c *DevCommand) Run(args []string) int {
@@ -80,6 +98,14 @@ func (c *DevCommand) Run(args []string) int {
 	}
 	if err := c.check(); err != nil {
 		return c.fail("Error: %v", err)
+	}
+	if c.workload == workloadTorch && !c.noWorkload {
+		py, version, err := jobspecs.TorchPython(context.Background())
+		if err != nil {
+			return c.fail("Error: -workload torch runs PyTorch jobs: %v", err)
+		}
+		c.python = py
+		c.progress(fmt.Sprintf("PyTorch %s found for %s", version, py))
 	}
 
 	// The first Ctrl-C (or SIGTERM) stops the cluster in order; a second
@@ -138,6 +164,8 @@ func (c *DevCommand) check() error {
 		return fmt.Errorf("-round = %s: expected at least 1s", c.round)
 	case c.rounds < 0:
 		return fmt.Errorf("-rounds = %d: expected 0 (until Ctrl-C) or more", c.rounds)
+	case c.workload != workloadSample && c.workload != workloadTorch:
+		return fmt.Errorf("-workload = %q: expected %q or %q", c.workload, workloadSample, workloadTorch)
 	}
 	return nil
 }
@@ -153,14 +181,14 @@ func (c *DevCommand) run(ctx context.Context, cluster *devcluster.Cluster) int {
 		return c.fail("Error: %v", err)
 	}
 	if !c.noWorkload {
-		if err := c.submitWorkload(ctx, nc); err != nil {
+		if err := c.submitWorkload(ctx, nc, cluster.Dir()); err != nil {
 			return c.fail("Error submitting the sample workload: %v", err)
 		}
 	}
 	if err := cluster.StartAllocator(ctx, c.round); err != nil {
 		return c.fail("Error starting fft-allocator: %v", err)
 	}
-	c.Ui.Output(readyText(cluster, !c.noWorkload))
+	c.Ui.Output(readyText(cluster, c.workloadJobs()))
 
 	cc, err := consul.NewClient(&consul.Config{Address: cluster.ConsulAddr})
 	if err != nil {
@@ -222,17 +250,50 @@ var sampleWorkload = []sampleJob{
 		"throughput=" + devcluster.ModelA100 + "=2," + devcluster.ModelV100 + "=1"}},
 }
 
+// torchWorkload is -workload torch: torch-train jobs (work steps of at least
+// step_seconds each), fewer than the sample's, since each GPU is a process
+// with PyTorch loaded (about 200 MB). They fit the 8 GPUs together: "fftctl
+// park" one, or run more, to see a checkpoint and a resume.
+var torchWorkload = []sampleJob{
+	{"mlp-a", []string{"gpu_count=2", "work=3000", "step_seconds=0.1", "seed=1",
+		"throughput=" + devcluster.ModelH100 + "=120," + devcluster.ModelA100 + "=100," + devcluster.ModelV100 + "=60"}},
+	{"mlp-b", []string{"gpu_count=2", "work=2000", "step_seconds=0.1", "seed=2",
+		"throughput=" + devcluster.ModelH100 + "=150," + devcluster.ModelA100 + "=100," + devcluster.ModelV100 + "=40"}},
+	{"mlp-c", []string{"gpu_count=1", "work=1500", "step_seconds=0.1", "seed=3",
+		"throughput=" + devcluster.ModelA100 + "=80," + devcluster.ModelV100 + "=60"}},
+}
+
+// workloadJobs is the sample jobs -workload and -no-workload ask for.
+func (c *DevCommand) workloadJobs() []sampleJob {
+	switch {
+	case c.noWorkload:
+		return nil
+	case c.workload == workloadTorch:
+		return torchWorkload
+	}
+	return sampleWorkload
+}
+
 // submitWorkload submits the sample jobs held, as fftctl run does. They run
 // on the fft task driver, which reports their progress to the allocator and
 // keeps their checkpoints in the state folder, so that a preempted job
-// resumes where it stopped, on any client.
-func (c *DevCommand) submitWorkload(ctx context.Context, nc *nomad.Client) error {
-	src, err := jobspecs.FS.ReadFile(jobspecs.TrainDriver)
+// resumes where it stopped, on any client. PyTorch jobs run the embedded
+// python files, written to <dir>/python.
+func (c *DevCommand) submitWorkload(ctx context.Context, nc *nomad.Client, dir string) error {
+	name, common := jobspecs.TrainDriver, []string{"checkpoint_kb=256"}
+	if c.workload == workloadTorch {
+		pyDir := filepath.Join(dir, "python")
+		if err := jobspecs.WritePython(pyDir); err != nil {
+			return err
+		}
+		name, common = jobspecs.TorchTrain, []string{"python=" + c.python, "python_dir=" + pyDir}
+	}
+	src, err := jobspecs.FS.ReadFile(name)
 	if err != nil {
 		return err
 	}
-	for _, sj := range sampleWorkload {
-		vars, _, err := mergeVariables(nil, append([]string{"checkpoint_kb=256"}, sj.vars...))
+	for _, sj := range c.workloadJobs() {
+		vars, _, err := mergeVariables(nil, append(append([]string(nil), common...), sj.vars...))
 		if err != nil {
 			return err
 		}
@@ -261,10 +322,10 @@ func gangSize(job *nomad.Job) int {
 }
 
 // readyText tells the user where the cluster is and what to try.
-func readyText(cl *devcluster.Cluster, workload bool) string {
+func readyText(cl *devcluster.Cluster, workload []sampleJob) string {
 	job := "JOB"
-	if workload {
-		job = "default/" + sampleWorkload[0].id
+	if len(workload) > 0 {
+		job = "default/" + workload[0].id
 	}
 	ctl := selfName()
 	var b strings.Builder
