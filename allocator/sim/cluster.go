@@ -86,10 +86,14 @@ func (c *Cluster) admit(idx int, spec *workload.JobSpec) {
 	if c.learn {
 		js.Throughput, js.LearnThroughput, js.Family = nil, true, Family(spec.Type)
 	}
+	ns := Namespace
 	if c.tenantOf != nil {
+		// A tenant submits into its own namespace, the identity a job
+		// cannot choose; fft.user is the same name, as a label.
 		js.User = c.tenantOf(*spec)
+		ns = js.User
 	}
-	j := &simJob{idx: idx, spec: spec, job: loop.Job{ID: spec.ID, Namespace: Namespace, Name: spec.ID, Gated: true, Spec: js}}
+	j := &simJob{idx: idx, spec: spec, job: loop.Job{ID: spec.ID, Namespace: ns, Name: spec.ID, Gated: true, Spec: js}}
 	c.active = append(c.active, j)
 	c.byID[j.job.ID] = j
 }

@@ -41,8 +41,9 @@ type Config struct {
 	// time are the run's. An FFT policy takes its objective from its own
 	// configuration and the cluster's facts from this one.
 	Engine *allocator.Config
-	// TenantOf names each job's tenant (its fft.user in the loop); nil
-	// leaves jobs without one. TenantShares are the operator's shares
+	// TenantOf names each job's tenant: the Nomad namespace it is
+	// submitted into (and its fft.user, a label); nil leaves every job in
+	// Namespace. TenantShares are the operator's shares
 	// between tenants (nil: none, the paper's per-job reference).
 	TenantOf     func(workload.JobSpec) string
 	TenantShares *loop.TenantShares
