@@ -117,9 +117,9 @@ type JobRecord struct {
 	Distrusted string  `json:"distrusted,omitempty"`
 	// Rates are the job's rates per model as the last round's instance
 	// had them, before any distrust: a fall recomputes the fair rates.
-	Rates map[string]float64 `json:"rates,omitempty"`
-	LastModel string  `json:"last_model,omitempty"`
-	Switches  int     `json:"switches"`
+	Rates     map[string]float64 `json:"rates,omitempty"`
+	LastModel string             `json:"last_model,omitempty"`
+	Switches  int                `json:"switches"`
 	// RoundsRun counts the rounds that selected the job, early ones included.
 	RoundsRun int `json:"rounds_run"`
 	// AttainedGPUSeconds is the GPU time the rounds that selected the job
