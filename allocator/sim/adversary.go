@@ -179,3 +179,12 @@ func (k AdversaryKind) report(done, work float64, learn bool) (float64, bool) {
 	}
 	return done, true
 }
+
+// TenantPerJob makes every job of the workload its own tenant, and the
+// parts of a split job one (Config.TenantOf): with equal tenant shares the
+// ledger is the paper's per-job one, except that a split job's parts share
+// one job's share.
+func TenantPerJob(j workload.JobSpec) string {
+	id, _, _ := strings.Cut(j.ID, "~")
+	return "job-" + id
+}
