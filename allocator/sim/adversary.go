@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"hash/fnv"
 	"io"
 	"strconv"
 	"strings"
@@ -102,9 +101,12 @@ func kindList() string {
 // index, so a job lies alike in every run of the workload whatever the
 // policy.
 func liarOf(advs []Adversary, idx int) AdversaryKind {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "adversary-%d", idx)
-	u := float64(h.Sum64()>>11) / (1 << 53)
+	// splitmix64's finaliser: uniform top bits for consecutive indices.
+	z := uint64(idx) + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	u := float64(z>>11) / (1 << 53)
 	for _, a := range advs {
 		if u < a.Fraction {
 			return a.Kind
