@@ -1,9 +1,14 @@
 package sim
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/workload"
 )
 
 func TestParseAdversaries(t *testing.T) {
@@ -53,6 +58,33 @@ func TestLiarOfFractions(t *testing.T) {
 		got := float64(count[a.Kind]) / n
 		if sd := math.Sqrt(a.Fraction * (1 - a.Fraction) / n); math.Abs(got-a.Fraction) > 4*sd {
 			t.Errorf("%s: %.4f of the jobs lie, want %.2f", a.Kind, got, a.Fraction)
+		}
+	}
+}
+
+// Honest jobs (true reports; true declared rates, or rates learned online) are never
+// distrusted by the overrun rule (allocator/loop/claims.go), restarts charged.
+func TestHonestJobsAreNeverDistrusted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 2 simulations")
+	}
+	for _, learn := range []bool{false, true} {
+		p, err := policy.New(policy.DefaultName, policy.Options{RestartSeconds: 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lg, err := Run(context.Background(), p, workload.NewGenerator(workload.GenConfig{Rate: 1, Seed: 7, MultiGPU: true, Jobs: 60}),
+			Config{Cluster: []allocator.Model{{Name: "v100", GPUs: 4}, {Name: "p100", GPUs: 4}, {Name: "k80", GPUs: 4}}, RestartSeconds: 30,
+				KeepRecords: true, Learn: learn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range lg.Records {
+			for _, l := range rec.Jobs {
+				if l.Distrusted != "" {
+					t.Fatalf("learn %v: round %d distrusts honest job %s: %s", learn, rec.Round, l.ID, l.Distrusted)
+				}
+			}
 		}
 	}
 }
