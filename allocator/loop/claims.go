@@ -6,6 +6,8 @@ import (
 )
 
 // Claims a job makes about itself (issue 20; README.md, "Threat model").
+// Earned credits a round that resumes or moves a job with the round less
+// its restart (restartKept), as the simulator charges it.
 // Its progress reports, its fft.throughput and the rates measured from its
 // reports all come from the job. The round checks them against what it
 // observes itself: the GPU time it gave the job, at the rate each round
@@ -101,4 +103,13 @@ func overrun(r *JobRecord, work, done, theta float64) float64 {
 	}
 	r.Overrun = 0
 	return 0
+}
+
+// restartKept is the part of a round a job that restarts in it works: the
+// restart is the price the round used (measure), at most the round.
+func restartKept(restartS, roundS float64) float64 {
+	if !(roundS > 0) {
+		return 1
+	}
+	return math.Max(0, 1-restartS/roundS)
 }

@@ -468,15 +468,22 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 			r.Credit = &Credit{RhoFrom: before[jd.ID], RhoStep: st.Mu(t) * (st.FairShare() - achieved[jd.ID]), Done: achieved[jd.ID], GPUSeconds: service}
 		}
 		if jd.Model != "" {
+			// The progress credited: the round's rate, less the restart a
+			// resume or a move pays inside the round (claims.go), so that
+			// a job preempted often is not credited work it could not do.
+			credit := achieved[jd.ID]
+			if act := plan.ActionOf(jd.ID); (act == ActionStart || act == ActionMigrate) && r.LastModel != "" {
+				credit *= restartKept(pr.prices[jd.ID].Seconds, roundSeconds)
+			}
 			over := 0.0
 			if j, ok := claimed[jd.ID]; ok {
-				over = overrun(&r, j.Work, j.Done, achieved[jd.ID])
+				over = overrun(&r, j.Work, j.Done, credit)
 			}
 			if r.Credit != nil {
-				r.Credit.Overrun = over
+				r.Credit.Overrun, r.Credit.Done = over, credit
 			}
-			r.Done += achieved[jd.ID]
-			r.Earned += achieved[jd.ID]
+			r.Done += credit
+			r.Earned += credit
 			r.AttainedGPUSeconds += service
 			r.RoundsRun++
 			if r.LastModel != "" && r.LastModel != jd.Model {
