@@ -25,15 +25,17 @@ type truth struct {
 	// report says what job id reports before each round, given its true progress (false:
 	// nothing); nil reports the truth.
 	report map[string]func(round int, done float64) (float64, bool)
-	// rounds counts the rounds each job ran.
+	// rounds counts the rounds each job ran; work is a job's true work
+	// where it differs from its fft.work.
 	rounds map[string]int
+	work   map[string]float64
 }
 
 func newTruth(t *testing.T, models []allocator.Model, jobs []Job, opts ...Option) *truth {
 	t.Helper()
 	h := &Harness{Models: models, Jobs: map[string]*Job{}}
 	tr := &truth{h: h, st: NewMemStore(false), rate: map[string]float64{}, done: map[string]float64{},
-		report: map[string]func(int, float64) (float64, bool){}, rounds: map[string]int{}}
+		report: map[string]func(int, float64) (float64, bool){}, rounds: map[string]int{}, work: map[string]float64{}}
 	for _, j := range jobs {
 		h.Set(j)
 		tr.rate[j.ID] = 1
@@ -74,7 +76,11 @@ func (tr *truth) run(t *testing.T, n int) {
 			}
 			tr.rounds[id]++
 			tr.done[id] += tr.rate[id]
-			if tr.done[id] >= j.Spec.Work {
+			work, ok := tr.work[id]
+			if !ok {
+				work = j.Spec.Work
+			}
+			if tr.done[id] >= work {
 				j.Finished, j.Allocs, j.RunningModel = true, nil, ""
 			}
 		}
@@ -123,6 +129,28 @@ func TestLiarInflatesThroughput(t *testing.T) {
 	t.Logf("rounds of b declaring 1e6 and reporting its true progress: %d", tr.rounds["default/b"])
 	if got, fair := tr.rounds["default/b"], honest.rounds["default/b"]+1; got > fair {
 		t.Errorf("b declaring 1e6 for 1 and reporting ran %d of 40 rounds, honest %d", got, honest.rounds["default/b"])
+	}
+}
+
+// Understated work: b declares fft.work = 10 where it has 100 to do, so it looks nearly done
+// from its second round on (the same claim as an inflated rate: W/theta rounds).
+func TestLiarUnderstatesWork(t *testing.T) {
+	one := []allocator.Model{{Name: a100, GPUs: 1}}
+	run := func(declared float64, reports bool) *truth {
+		tr := newTruth(t, one, []Job{NewJob("a").Work(100).TP(a100, 1).Obj(), NewJob("b").Work(declared).TP(a100, 1).Obj()})
+		tr.work["default/b"] = 100
+		if !reports {
+			tr.report["default/a"], tr.report["default/b"] = noReport, noReport
+		}
+		tr.run(t, 40)
+		return tr
+	}
+	for _, reports := range []bool{false, true} {
+		honest, lying := run(100, reports), run(10, reports)
+		t.Logf("reports %v: rounds of b: honest %d, lying %d", reports, honest.rounds["default/b"], lying.rounds["default/b"])
+		if got, fair := lying.rounds["default/b"], honest.rounds["default/b"]; got > fair {
+			t.Errorf("reports %v: b declaring 10 units of work for 100 ran %d of 40 rounds, honest %d", reports, got, fair)
+		}
 	}
 }
 
