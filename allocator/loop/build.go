@@ -169,7 +169,9 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 		if seen && ratesFell(tp, rec.Rates) {
 			fs.Stale = true
 		}
-		rec.Rates = maps.Clone(tp)
+		if !maps.Equal(rec.Rates, tp) {
+			rec.Rates = maps.Clone(tp) // else keep sharing last round's map
+		}
 		distrusted, now := overdue(&rec)
 		if distrusted {
 			distrust(tp, j.Spec.Work)
