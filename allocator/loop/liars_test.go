@@ -7,6 +7,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
 	"github.com/nomad-fft/nomad-fft/allocator/profile"
+	"github.com/nomad-fft/nomad-fft/allocator/report"
 )
 
 // Issue 20: every input a job controls is a claim. These tests run the round loop under the
@@ -228,5 +229,24 @@ func TestLiarSplitsIdentity(t *testing.T) {
 	t.Logf("mallory's GPU rounds %d of %d", rounds["mallory"], all)
 	if got := float64(rounds["mallory"]) / float64(all); got > 0.5+0.05 {
 		t.Errorf("mallory split into three users gets %.3f of the GPU rounds, her share is 0.5", got)
+	}
+}
+
+// A checkpoint claim (fft.state_size, or the driver's measurement) is priced at most as one
+// round's transfer, and a measured restart at most as the configured one.
+func TestRestartClaimsBounded(t *testing.T) {
+	cfg := allocator.DefaultConfig() // R 300 s, 10 Gbit/s, restart 30 s
+	j := allocator.Job{StateGB: 1e6}
+	secs := 1e6
+	p := measure(&j, report.Report{RestartSeconds: &secs}, cfg)
+	if most := cfg.RoundSeconds * cfg.TransferGbps / 8; j.StateGB != most || p.ClaimedCheckpointGB != 1e6 {
+		t.Errorf("a 1e6 GB checkpoint is priced as %g GB (claimed %g), want %g: one round's transfer", j.StateGB, p.ClaimedCheckpointGB, most)
+	}
+	if j.RestartSeconds != 0 || p.Seconds != cfg.RestartSeconds || p.ClaimedSeconds != 1e6 {
+		t.Errorf("a 1e6 s restart: job %g s, priced %+v; want the configured %g s", j.RestartSeconds, p, cfg.RestartSeconds)
+	}
+	small := allocator.Job{StateGB: 2}
+	if p := measure(&small, report.Report{}, cfg); small.StateGB != 2 || p.ClaimedCheckpointGB != 0 {
+		t.Errorf("a 2 GB checkpoint: %g GB, %+v; want it as declared", small.StateGB, p)
 	}
 }
