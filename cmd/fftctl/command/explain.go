@@ -142,6 +142,8 @@ type explanation struct {
 	// Learn is the model a job without data was run on to be measured.
 	Learn      *profile.Choice    `json:"learn,omitempty"`
 	Mismatches []profile.Mismatch `json:"mismatches,omitempty"`
+	// Distrusted says why the job's claims no longer count (issue 20).
+	Distrusted string `json:"distrusted,omitempty"`
 }
 
 // explainJob reads job id's decision out of a round record that mentions
@@ -157,7 +159,7 @@ func explainJob(rec *loop.RoundRecord, id string) explanation {
 		e.ReasonCode, e.Override, e.Restart = ja.ReasonCode, ja.Override, ja.Restart
 		e.RhoBefore, e.RhoAfter = ja.RhoBefore, ja.RhoAfter
 		e.Options = append(e.Options, ja.Options...)
-		e.Throughput, e.Learn, e.Mismatches = ja.Throughput, ja.Learn, ja.Mismatches
+		e.Throughput, e.Learn, e.Mismatches, e.Distrusted = ja.Throughput, ja.Learn, ja.Mismatches, ja.Distrusted
 		sort.SliceStable(e.Options, func(a, b int) bool { return e.Options[a].Cost < e.Options[b].Cost })
 	}
 	return e
@@ -184,9 +186,16 @@ func formatExplain(e explanation) string {
 	default:
 		fmt.Fprintf(&b, "Decision   = not scheduled (%s): %s\n", e.Action, orDash(e.Reason))
 	}
+	if e.Distrusted != "" {
+		fmt.Fprintf(&b, "Distrusted = %s\n", e.Distrusted)
+	}
 	if r := e.Restart; r != nil {
 		fmt.Fprintf(&b, "Restart    = %.4g s (%s), checkpoint %.4g GB (%s): the prices of a park, resume or move\n",
 			r.Seconds, r.SecondsSource, r.CheckpointGB, r.CheckpointSource)
+		if r.ClaimedSeconds > 0 || r.ClaimedCheckpointGB > 0 {
+			fmt.Fprintf(&b, "Claimed    = restart %.4g s, checkpoint %.4g GB: above what is priced (a longer restart or a larger checkpoint would make the job harder to park or move)\n",
+				r.ClaimedSeconds, r.ClaimedCheckpointGB)
+		}
 	}
 	if e.Override != "" {
 		fmt.Fprintf(&b, "Override   = %s (fftctl resume lifts it)\n", e.Override)
