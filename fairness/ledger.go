@@ -61,6 +61,10 @@ type State struct {
 	// Round is the round whose start the state describes.
 	Round int                 `json:"round"`
 	Jobs  map[string]JobState `json:"jobs"`
+	// Stale makes the next Reconcile recompute every tau, as an arrival
+	// does: a job's rates changed enough that its fair rate is wrong (a
+	// declared rate that yielded to the measured one).
+	Stale bool `json:"-"`
 }
 
 // Rho returns the compensation of job id, 0 for a job the ledger does not hold.
@@ -137,7 +141,8 @@ func (s *State) Reconcile(active []Job, capacity map[string]int) (rejected []str
 	if s.Jobs == nil {
 		s.Jobs = make(map[string]JobState, len(active))
 	}
-	changed := false
+	changed := s.Stale
+	s.Stale = false
 	seen := make(map[string]bool, len(active))
 	for _, j := range active {
 		seen[j.ID] = true

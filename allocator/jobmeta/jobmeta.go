@@ -30,14 +30,16 @@ const (
 	// KeyStateSize is the checkpoint size in GB moved when the job changes
 	// model (the switching penalty); default 0.
 	KeyStateSize = "fft.state_size"
-	// KeyUser is the tenant the job belongs to; default "" (no tenant). It
-	// is a label the allocator records (job record, audit log, status):
-	// fairness is per job, not split per user.
+	// KeyUser is a label the allocator records (job record, audit log,
+	// status); default "". The job writes it, so it is never an identity:
+	// a tenant is the job's namespace, or a name the operator maps to that
+	// namespace (loop.TenantShares.Users).
 	KeyUser = "fft.user"
 	// KeyWeight is the job's fairness weight w_j; default 1. When the
 	// allocator counts weights (engine tenant_weights), the job's reference
 	// share of every model is w_j / sum_k w_k over the active jobs instead
-	// of 1/|A(t)| (package fairness).
+	// of 1/|A(t)| (package fairness); without tenant shares a weight above 1
+	// counts as 1 (a job may only yield).
 	KeyWeight = "fft.weight"
 	// KeyGPUs is how errors name d_j, which is not meta but the sum of the
 	// job's device "nvidia/gpu" counts.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -22,6 +23,11 @@ import (
 // estimate never finishes a job (only Nomad's allocation status does), so a
 // job that runs slower than declared is not parked as "no work left".
 const maxEstimatedDone = 0.99
+
+// maxOwnWeight bounds fft.weight where nothing else does (tenant weights
+// without tenant shares): a job may claim less than its equal share, never
+// more.
+const maxOwnWeight = 1.0
 
 // inputs are what a round's build takes besides the snapshot and the
 // ledger: the jobs' reports, the operators' overrides and the loop's
@@ -117,9 +123,8 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 		if !seen {
 			rec = JobRecord{JobState: fairness.JobState{Arrival: t, Work: j.Spec.Work}, Status: StatusWaiting}
 		}
-		if done, ok := progress[j.ID]; ok && done >= 0 && !math.IsInf(done, 0) {
-			rec.Done = done
-		}
+		done, reported := progress[j.ID]
+		vouch(&rec, done, reported)
 		rec.User = j.Spec.User
 		o, hasOverride := overrides[j.ID]
 		parkedNow := hasOverride && o.Action == OverridePark
@@ -164,6 +169,21 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 			continue
 		}
 		tp := rt.throughputs(j)
+		if seen && ratesFell(tp, rec.Rates) {
+			fs.Stale = true
+		}
+		if !maps.Equal(rec.Rates, tp) {
+			rec.Rates = maps.Clone(tp) // else keep sharing last round's map
+		}
+		distrusted, now := overdue(&rec)
+		if distrusted {
+			distrust(tp, j.Spec.Work)
+		}
+		if now {
+			// Its fair rate and rho came from its claims: it starts over
+			// from its arrival, at the rates it is now priced with.
+			delete(fs.Jobs, j.ID)
+		}
 		if hasOverride && o.Action == OverridePin {
 			var why string
 			if tp, why = pin(tp, o); why != "" {
@@ -206,6 +226,12 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 		fj := fairness.Job{ID: j.ID, Arrival: rec.Arrival, Work: j.Spec.Work, GPUs: j.Spec.GPUs, Throughput: tp}
 		if weighted {
 			fj.Weight = j.Spec.Weight
+			if in.shares == nil {
+				// The job writes its own fft.weight: without tenant shares
+				// to split, it may only yield (issue 20). Within a tenant's
+				// share (weigh) it moves share among the tenant's own jobs.
+				fj.Weight = math.Min(fj.Weight, maxOwnWeight)
+			}
 		}
 		if in.shares != nil {
 			tenants[j.ID] = in.shares.tenantOf(j)
@@ -218,9 +244,13 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 			models = append(models, allocator.Model{Name: last})
 			known[last] = true
 		}
+		done = math.Min(rec.Done, j.Spec.Work*maxEstimatedDone)
+		if distrusted {
+			done = 0 // its claim to be nearly done is void
+		}
 		jobs = append(jobs, allocator.Job{
 			ID: j.ID, Arrival: rec.Arrival, GPUs: j.Spec.GPUs, Work: j.Spec.Work,
-			Done:       math.Min(rec.Done, j.Spec.Work*maxEstimatedDone),
+			Done:       done,
 			Throughput: tp, StateGB: j.Spec.StateGB, LastModel: last,
 			// Chosen last round and still holding an allocation: a park
 			// now stops it (priced with Config.PricePreemption).

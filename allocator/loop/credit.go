@@ -50,6 +50,8 @@ func settle(jobs map[string]JobRecord, kept float64) map[string]JobRecord {
 		if c := r.Credit; c != nil && kept < 1 {
 			r.Rho = math.Max(0, c.RhoFrom+kept*c.RhoStep)
 			r.Done = math.Max(0, r.Done-(1-kept)*c.Done)
+			r.Earned = math.Max(0, r.Earned-(1-kept)*c.Done)
+			r.Overrun = math.Max(0, r.Overrun-(1-kept)*c.Overrun)
 			r.AttainedGPUSeconds = math.Max(0, r.AttainedGPUSeconds-(1-kept)*c.GPUSeconds)
 		}
 		r.Credit = nil

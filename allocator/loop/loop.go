@@ -204,7 +204,7 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	var pr *problem
 	_ = ph.run(2, "build", func() error {
 		settled := settle(prev.Jobs, kept)
-		rt := l.prof.prepare(t, snap, settled, progress, elapsedSeconds(prev.Start, start), l.opts.cfg.RoundSeconds, ph.log)
+		rt := l.prof.prepare(t, snap, settled, progress, elapsedSeconds(prev.Start, start), l.opts.cfg.RoundSeconds, l.opts.shares, ph.log)
 		pr = buildProblem(fairRound(clock), snap, settled,
 			inputs{progress: progress, overrides: overrides, cfg: l.opts.cfg, weighted: l.opts.weighted, shares: l.opts.shares, rates: rt,
 				reports: reports})
@@ -462,6 +462,10 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 	for id, n := range pr.learning {
 		gpus[id] = n
 	}
+	claimed := make(map[string]allocator.Job, len(pr.instance.Jobs))
+	for _, j := range pr.instance.Jobs {
+		claimed[j.ID] = j
+	}
 	achieved := map[string]float64{}
 	for _, jd := range dec.Jobs {
 		if jd.Model != "" {
@@ -483,7 +487,22 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 			r.Credit = &Credit{RhoFrom: before[jd.ID], RhoStep: st.Mu(t) * (st.FairShare() - achieved[jd.ID]), Done: achieved[jd.ID], GPUSeconds: service}
 		}
 		if jd.Model != "" {
-			r.Done += achieved[jd.ID]
+			// The progress credited: the round's rate, less the restart a
+			// resume or a move pays inside the round (claims.go), so that
+			// a job preempted often is not credited work it could not do.
+			credit := achieved[jd.ID]
+			if act := plan.ActionOf(jd.ID); (act == ActionStart || act == ActionMigrate) && r.LastModel != "" {
+				credit *= restartKept(pr.prices[jd.ID].Seconds, roundSeconds)
+			}
+			over := 0.0
+			if j, ok := claimed[jd.ID]; ok {
+				over = overrun(&r, j.Work, j.Done, credit)
+			}
+			if r.Credit != nil {
+				r.Credit.Overrun, r.Credit.Done = over, credit
+			}
+			r.Done += credit
+			r.Earned += credit
 			r.AttainedGPUSeconds += service
 			r.RoundsRun++
 			if r.LastModel != "" && r.LastModel != jd.Model {
@@ -500,8 +519,8 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 			RhoBefore: before[jd.ID], RhoAfter: fs.Rho(jd.ID), Chosen: jd.Chosen,
 		}
 		line.setReason(jd.Reason)
-		line.Tenant = pr.tenantOf[jd.ID]
-		if p, ok := pr.prices[jd.ID]; ok && (p.SecondsSource == SourceMeasured || p.CheckpointSource == SourceMeasured) {
+		line.Tenant, line.Distrusted = pr.tenantOf[jd.ID], r.Distrusted
+		if p, ok := pr.prices[jd.ID]; ok && (p.SecondsSource == SourceMeasured || p.CheckpointSource == SourceMeasured || p.ClaimedSeconds > 0 || p.ClaimedCheckpointGB > 0) {
 			line.Restart = &p
 		}
 		if o, ok := pr.overrides[jd.ID]; ok {

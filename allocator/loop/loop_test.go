@@ -287,29 +287,39 @@ func TestReportedProgressReplacesTheEstimate(t *testing.T) {
 	if got := st.Stored().Jobs["default/a"].Done; got != 2 {
 		t.Fatalf("estimated progress after 2 rounds at 1 per round = %g, want 2", got)
 	}
-	// The job reports it is further along (or behind): the report wins, and the round adds
-	// its own estimate on top until the next report.
+	// The job reports it is behind: the report wins, and the round adds its own estimate on
+	// top until the next report.
+	_ = st.ReportProgress(ctx, "default/a", 1)
+	if _, err := s.RunRound(ctx, TriggerManual, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Stored().Jobs["default/a"].Done; got != 2 {
+		t.Errorf("progress after a report of 1 and one more round = %g, want 2", got)
+	}
+	// It reports it is further along than the 3 rounds it held allow at its rate: the report
+	// is capped by what it earned (claims.go).
 	_ = st.ReportProgress(ctx, "default/a", 7)
 	if _, err := s.RunRound(ctx, TriggerManual, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := st.Stored().Jobs["default/a"].Done; got != 8 {
-		t.Errorf("progress after a report of 7 and one more round = %g, want 8", got)
+	if got, r := st.Stored().Jobs["default/a"].Done, st.Stored().Jobs["default/a"]; got != 4 || r.Earned != 4 {
+		t.Errorf("progress after a report of 7 with 3 earned and one more round = %g (earned %g), want 4", got, r.Earned)
 	}
 	// Bad reports are ignored.
 	_ = st.ReportProgress(ctx, "default/a", -1)
 	if _, err := s.RunRound(ctx, TriggerManual, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := st.Stored().Jobs["default/a"].Done; got != 9 {
-		t.Errorf("progress after a negative report = %g, want 9 (the estimate)", got)
+	if got := st.Stored().Jobs["default/a"].Done; got != 5 {
+		t.Errorf("progress after a negative report = %g, want 5 (the estimate)", got)
 	}
 }
 
 func TestTenantWeights(t *testing.T) {
 	// Two jobs share one A100 (1 unit per round, 12 units of work each):
-	// the paper gives each half of it (tau 24); with weights 2 and 1 they
-	// get 2/3 and 1/3 (tau 18 and 36).
+	// the paper gives each half of it (tau 24); with weights 2 and 0.5 they
+	// get 2/3 and 1/3 (tau 18 and 36): a's 2 counts as 1, since a job may
+	// only lower its own weight (issue 20).
 	for _, tc := range []struct {
 		name       string
 		weighted   bool
@@ -319,13 +329,13 @@ func TestTenantWeights(t *testing.T) {
 		{"paper: weights recorded as labels only", false,
 			map[string]float64{"default/a": 24, "default/b": 24}, map[string]float64{"default/a": 0, "default/b": 0}},
 		{"tenant weights", true,
-			map[string]float64{"default/a": 18, "default/b": 36}, map[string]float64{"default/a": 2, "default/b": 0}},
+			map[string]float64{"default/a": 18, "default/b": 36}, map[string]float64{"default/a": 0, "default/b": 0.5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := &Harness{Models: []allocator.Model{{Name: a100, GPUs: 1}}, Jobs: map[string]*Job{}}
 			for _, j := range []Job{
 				NewJob("a").TP(a100, 1).Tenant("alice", 2).Obj(),
-				NewJob("b").TP(a100, 1).Tenant("bob", 1).Obj(),
+				NewJob("b").TP(a100, 1).Tenant("bob", 0.5).Obj(),
 			} {
 				j.Spec.Work = 12
 				fc.Jobs[j.ID] = Ptr(j)
@@ -348,7 +358,7 @@ func TestTenantWeights(t *testing.T) {
 			}
 			wantAudit := map[string]string{
 				"default/a": fmt.Sprintf("alice %g", tc.wantWeight["default/a"]),
-				"default/b": "bob 0",
+				"default/b": fmt.Sprintf("bob %g", tc.wantWeight["default/b"]),
 			}
 			if !reflect.DeepEqual(gotAudit, wantAudit) || rec.TenantWeights != tc.weighted {
 				t.Errorf("audit user/weight %v tenant_weights %v, want %v %v", gotAudit, rec.TenantWeights, wantAudit, tc.weighted)
@@ -470,7 +480,9 @@ func TestTenantShares(t *testing.T) {
 		}
 		return st.Stored().Jobs
 	}
-	equal := &TenantShares{By: TenantByUser}
+	// The operator maps every user to the namespace its jobs run in.
+	users := map[string]string{"a": "default", "b": "default", "c": "default", "solo": "default", "crowd": "default"}
+	equal := &TenantShares{By: TenantByUser, Users: users}
 	if d := cmp.Diff(ledger(nil, "a", "b", "c"), ledger(equal, "a", "b", "c")); d != "" {
 		t.Errorf("equal shares, one job per tenant: ledger differs from the paper's (-paper,+shares):\n%s", d)
 	}
@@ -497,7 +509,9 @@ func TestTenantShares(t *testing.T) {
 
 // A job's measured restart time and checkpoint size (its task driver's report) replace the
 // configured restart_seconds and its declared fft.state_size in its prices, and the audit
-// line says so; a job that reported nothing is priced as configured.
+// line says so; a job that reported nothing is priced as configured. A measured restart
+// longer than the configured one is a claim that would make the job harder to park: it is
+// priced at the configured one, and the line keeps the claim (issue 20).
 func TestMeasuredRestartPrices(t *testing.T) {
 	fc := &Harness{Models: []allocator.Model{{Name: a100, GPUs: 2}, {Name: v100, GPUs: 2}}, Jobs: map[string]*Job{
 		"default/m": Ptr(NewJob("m").GPUs(2).TP(a100, 4).TP(v100, 1).Running(a100).Obj()),
@@ -508,8 +522,12 @@ func TestMeasuredRestartPrices(t *testing.T) {
 	// m ran on the A100 before (its ledger says so), c on the V100.
 	st.Replace(Ledger{Round: 3, Clock: 3, Jobs: map[string]JobRecord{
 		"default/m": {Status: StatusRunning, LastModel: a100}, "default/c": {Status: StatusRunning, LastModel: v100}}})
-	secs, bytes := 90.0, 4e9
+	secs, bytes := 20.0, 4e9
 	if err := st.StoreReport(ctx, "default/m", report.Report{Done: 1, RestartSeconds: &secs, CheckpointBytes: &bytes}); err != nil {
+		t.Fatal(err)
+	}
+	long := 90.0
+	if err := st.StoreReport(ctx, "default/c", report.Report{Done: 1, RestartSeconds: &long}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := allocator.DefaultConfig()
@@ -529,17 +547,18 @@ func TestMeasuredRestartPrices(t *testing.T) {
 	for _, l := range rec.Jobs {
 		switch l.ID {
 		case "default/m":
-			want := &RestartPrice{Seconds: 90, SecondsSource: SourceMeasured, CheckpointGB: 4, CheckpointSource: SourceMeasured}
+			want := &RestartPrice{Seconds: 20, SecondsSource: SourceMeasured, CheckpointGB: 4, CheckpointSource: SourceMeasured}
 			if d := cmp.Diff(want, l.Restart); d != "" {
 				t.Errorf("m's restart price (-want,+got):\n%s", d)
 			}
-			// A move to the V100: d * (90 s + 4 GB * 8 / 10 Gbit/s) / 300 s.
-			if got, want := switchOn(l, v100), 2*(90+3.2)/300; math.Abs(got-want) > 1e-12 {
+			// A move to the V100: d * (20 s + 4 GB * 8 / 10 Gbit/s) / 300 s.
+			if got, want := switchOn(l, v100), 2*(20+3.2)/300; math.Abs(got-want) > 1e-12 {
 				t.Errorf("m's switching penalty %g, want %g from the measured values", got, want)
 			}
 		case "default/c":
-			if l.Restart != nil {
-				t.Errorf("c reported nothing but its line says %+v", l.Restart)
+			want := &RestartPrice{Seconds: 30, SecondsSource: SourceConfigured, ClaimedSeconds: 90, CheckpointSource: SourceDeclared}
+			if d := cmp.Diff(want, l.Restart); d != "" {
+				t.Errorf("c's restart price (-want,+got):\n%s", d)
 			}
 			if got, want := switchOn(l, a100), 2*30.0/300; math.Abs(got-want) > 1e-12 {
 				t.Errorf("c's switching penalty %g, want %g from the configured 30 s", got, want)

@@ -30,8 +30,10 @@ import (
 // declared ones too (for the mismatch warning and to teach the estimator).
 //
 // Using. Each round, a job's throughput on each model with GPUs is: its
-// fft.throughput value if it declares one (the override: a declared job
-// keeps exactly its declared models), else the pair's measurement, else the
+// fft.throughput value if it declares one (a declared job keeps exactly its
+// declared models; a lower measurement replaces the value, and lowers the
+// job's other declared values in proportion: jobRates), else the pair's
+// measurement, else the
 // estimator's estimate; the instance gets Throughput.Expected() (the mean of
 // the log-normal, with the log sd capped at maxDecisionLogSD so a model with
 // no prior row is not priced at e^(3²/2) times its median). The value, its
@@ -98,6 +100,7 @@ type profiler struct {
 type toldJob struct {
 	gpus     int
 	family   string
+	tenant   string
 	declared map[string]float64 // the declared rates, as told
 }
 
@@ -146,7 +149,7 @@ type jobRates struct {
 // teachers, and picks the model of each job without data. elapsedS is the
 // time since the last round started (0: unknown, then no sample closes).
 func (p *profiler) prepare(t int, snap *Snapshot, recs map[string]JobRecord, progress map[string]float64,
-	elapsedS, roundS float64, log hclog.Logger) *rates {
+	elapsedS, roundS float64, shares *TenantShares, log hclog.Logger) *rates {
 	capacity := make(map[string]int, len(snap.Models))
 	var names []string
 	for _, m := range snap.Models {
@@ -185,7 +188,7 @@ func (p *profiler) prepare(t int, snap *Snapshot, recs map[string]JobRecord, pro
 		if !ok {
 			rec = JobRecord{}
 		}
-		if err := p.tell(j, &rec); err != nil {
+		if err := p.tell(j, &rec, tenantOf(shares, j)); err != nil {
 			log.Warn("job not usable for throughput estimates", "job", j.ID, "error", err)
 			continue
 		}
@@ -201,10 +204,10 @@ func (p *profiler) prepare(t int, snap *Snapshot, recs map[string]JobRecord, pro
 
 // tell makes sure the estimator holds job j as the snapshot shows it, its
 // ledger measurements restored when it is new to the estimator.
-func (p *profiler) tell(j *Job, rec *JobRecord) error {
+func (p *profiler) tell(j *Job, rec *JobRecord, tenant string) error {
 	id := profile.JobID(j.ID)
 	if old := p.told[j.ID]; old != nil {
-		if old.gpus == j.Spec.GPUs && old.family == j.Spec.Family && maps.Equal(old.declared, j.Spec.Throughput) {
+		if old.gpus == j.Spec.GPUs && old.family == j.Spec.Family && old.tenant == tenant && maps.Equal(old.declared, j.Spec.Throughput) {
 			if !p.active[j.ID] {
 				p.back(j.ID) // a teacher that came back
 			}
@@ -221,10 +224,10 @@ func (p *profiler) tell(j *Job, rec *JobRecord) error {
 			rec.Measured, rec.Sample = nil, nil
 		}
 	}
-	if err := p.est.AddJob(profile.Job{ID: id, Family: j.Spec.Family, GPUs: j.Spec.GPUs}); err != nil {
+	if err := p.est.AddJob(profile.Job{ID: id, Family: j.Spec.Family, GPUs: j.Spec.GPUs, Tenant: tenant}); err != nil {
 		return err
 	}
-	p.told[j.ID] = &toldJob{gpus: j.Spec.GPUs, family: j.Spec.Family, declared: maps.Clone(j.Spec.Throughput)}
+	p.told[j.ID] = &toldJob{gpus: j.Spec.GPUs, family: j.Spec.Family, tenant: tenant, declared: maps.Clone(j.Spec.Throughput)}
 	p.active[j.ID] = true
 	for _, m := range sortedModels(rec.Measured) {
 		if err := p.est.Restore(id, m, rec.Measured[m]); err != nil {
@@ -299,11 +302,30 @@ func (p *profiler) jobRates(j *Job, rec JobRecord, models []string, capacity, fr
 	id := profile.JobID(j.ID)
 	jr := &jobRates{tp: map[string]float64{}, view: map[string]profile.Throughput{}}
 	if !j.Spec.LearnThroughput {
-		for _, m := range models {
-			if v, ok := j.Spec.Throughput[m]; ok {
-				jr.tp[m] = v
-				jr.view[m] = p.est.Throughput(id, m)
+		// A declared rate yields to a lower measured one once the job
+		// ran a round there, and every declared rate falls by the worst
+		// ratio of measured to declared (issue 20: a job that declares
+		// 1e6 for 1 is priced at 1 after one round). A measured rate
+		// above the declared one does not raise it: the measurement comes
+		// from the job's own reports.
+		ratio := 1.0
+		for m, v := range j.Spec.Throughput {
+			if ms, ok := p.est.Measured(id, m); ok && ms.UnitsPerRound < v {
+				ratio = math.Min(ratio, ms.UnitsPerRound/v)
 			}
+		}
+		for _, m := range models {
+			v, ok := j.Spec.Throughput[m]
+			if !ok {
+				continue
+			}
+			th := p.est.Throughput(id, m)
+			if ms, ok := p.est.Measured(id, m); ok && ms.UnitsPerRound < v {
+				th = profile.Throughput{UnitsPerRound: ms.UnitsPerRound, Source: profile.SourceMeasured, Measurements: ms.Count}
+			} else if ratio < 1 {
+				th = profile.Throughput{UnitsPerRound: v * ratio, Source: profile.SourceEstimated, Measurements: th.Measurements}
+			}
+			jr.tp[m], jr.view[m] = th.UnitsPerRound, th
 		}
 		jr.view = reuseView(rec.Throughput, jr.view)
 		return jr

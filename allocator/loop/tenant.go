@@ -13,8 +13,11 @@ type TenantBy string
 
 // The tenants a job can belong to.
 const (
-	// TenantByUser: the job's fft.user (a job without one is its own
-	// namespace's).
+	// TenantByUser: the job's fft.user when the operator's Users mapping
+	// lets the job's namespace use that name, else the job's namespace. A
+	// job writes its own fft.user, so a name nobody mapped is a label and
+	// makes no tenant: a user who labels her jobs mallory, mallory-2 and
+	// mallory-3 stays one tenant, her namespace (issue 20).
 	TenantByUser TenantBy = "user"
 	// TenantByNamespace: the job's Nomad namespace.
 	TenantByNamespace TenantBy = "namespace"
@@ -32,6 +35,10 @@ type TenantShares struct {
 	// Shares by tenant name; a tenant not named gets Default (1 if 0).
 	Shares  map[string]float64 `json:"shares,omitempty"`
 	Default float64            `json:"default,omitempty"`
+	// Users maps an fft.user name to the one namespace whose jobs may
+	// claim it (By user only). The operator writes it; Nomad's ACLs say
+	// who may submit into a namespace, so a job cannot choose its tenant.
+	Users map[string]string `json:"users,omitempty"`
 }
 
 // Validate checks the shares.
@@ -41,6 +48,14 @@ func (s *TenantShares) Validate() error {
 	}
 	if s.Default < 0 || math.IsNaN(s.Default) || math.IsInf(s.Default, 0) {
 		return fmt.Errorf("tenants default_share = %g: expected a finite number > 0 (or 0 for 1)", s.Default)
+	}
+	for u, ns := range s.Users {
+		if s.By != TenantByUser {
+			return fmt.Errorf("tenants users: given with by = %q: the mapping names fft.user values, so it needs by = %q", s.By, TenantByUser)
+		}
+		if u == "" || ns == "" {
+			return fmt.Errorf("tenants users %q = %q: expected a user name mapped to a namespace", u, ns)
+		}
 	}
 	for t, v := range s.Shares {
 		if !(v > 0) || math.IsInf(v, 0) {
@@ -61,10 +76,20 @@ func (s *TenantShares) share(t string) float64 {
 	return 1
 }
 
-// tenantOf names job j's tenant.
+// tenantOf names job j's tenant: its namespace, or with By user an
+// fft.user the operator mapped to that namespace.
 func (s *TenantShares) tenantOf(j *Job) string {
-	if s.By == TenantByUser && j.Spec.User != "" {
+	if s.By == TenantByUser && j.Spec.User != "" && s.Users[j.Spec.User] == j.Namespace {
 		return j.Spec.User
+	}
+	return j.Namespace
+}
+
+// tenantOf is job j's tenant for anything that must not trust a label: the
+// operator's tenant when shares are on, else the job's namespace.
+func tenantOf(s *TenantShares, j *Job) string {
+	if s != nil {
+		return s.tenantOf(j)
 	}
 	return j.Namespace
 }

@@ -120,10 +120,23 @@ type JobRecord struct {
 	User string `json:"user,omitempty"`
 	// Done is the progress in work units: the job's last report plus the
 	// rounds run since then times the declared throughput (the estimate
-	// alone when the job never reports).
-	Done      float64 `json:"done"`
-	LastModel string  `json:"last_model,omitempty"`
-	Switches  int     `json:"switches"`
+	// alone when the job never reports), never more than Earned.
+	Done float64 `json:"done"`
+	// Earned is the work the rounds credited the job with: the rate each
+	// round used on its model, times the part of the round that passed.
+	// It caps Done (claims.go); Vouched says the record keeps it.
+	Earned  float64 `json:"earned"`
+	Vouched bool    `json:"vouched,omitempty"`
+	// Overrun counts the rounds in a row the job held GPUs claiming to
+	// finish within the round; Distrusted, once set, says why its claims
+	// no longer count (claims.go).
+	Overrun    float64 `json:"overrun,omitempty"`
+	Distrusted string  `json:"distrusted,omitempty"`
+	// Rates are the job's rates per model as the last round's instance
+	// had them, before any distrust: a fall recomputes the fair rates.
+	Rates     map[string]float64 `json:"rates,omitempty"`
+	LastModel string             `json:"last_model,omitempty"`
+	Switches  int                `json:"switches"`
 	// RoundsRun counts the rounds that selected the job, early ones included.
 	RoundsRun int `json:"rounds_run"`
 	// AttainedGPUSeconds is the GPU time the rounds that selected the job
@@ -159,6 +172,8 @@ type Credit struct {
 	// GPUSeconds the service it added.
 	Done       float64 `json:"done"`
 	GPUSeconds float64 `json:"gpu_seconds,omitempty"`
+	// Overrun is what the round added to the job's overrun count.
+	Overrun float64 `json:"overrun,omitempty"`
 }
 
 // Job states as the ledger records them.
@@ -232,6 +247,8 @@ type JobAudit struct {
 	// Nomad's reason for not placing it where the last round pinned it.
 	Hosts   []placement.Slot `json:"hosts,omitempty"`
 	Refused string           `json:"refused,omitempty"`
+	// Distrusted says why the job's claims no longer count (claims.go).
+	Distrusted string `json:"distrusted,omitempty"`
 }
 
 // setReason fills the line's reason from the engine's.

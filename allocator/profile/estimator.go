@@ -18,6 +18,11 @@ type Job struct {
 	Family string
 	// GPUs is the gang size d_j; every rate is for all of them.
 	GPUs int
+	// Tenant is who answers for the job's data (its Nomad namespace, or
+	// the operator's tenant; "" none). Another tenant's data may raise
+	// the job's estimates, never lower them below what its own tenant's
+	// data and the priors say (Throughput).
+	Tenant string
 }
 
 // The defaults, chosen before the leave-one-out evaluation and not tuned on
@@ -142,6 +147,11 @@ type Estimator struct {
 	jobs       map[JobID]*jobState
 	mismatches map[mismatchKey]Mismatch
 	fit        *fitResult // nil when data changed since the last fit
+	// own are the fits to one tenant's data alone, for fit (ownOf).
+	own   map[string]*fitResult
+	ownOf *fitResult
+	// solvingOwn keeps an own fit from marking the pairs it used.
+	solvingOwn bool
 }
 
 type mismatchKey struct {
@@ -207,7 +217,7 @@ func (e *Estimator) AddJob(j Job) error {
 		if old.GPUs != j.GPUs {
 			return fmt.Errorf("profile: job %q: GPUs = %d, but it was added with %d: forget the job first", j.ID, j.GPUs, old.GPUs)
 		}
-		old.Family = j.Family
+		old.Family, old.Tenant = j.Family, j.Tenant
 	} else {
 		e.jobs[j.ID] = &jobState{Job: j, pairs: map[string]*pair{}}
 		if e.fit != nil && e.fit.ix.covers(j) {
@@ -371,11 +381,56 @@ func (e *Estimator) Throughput(id JobID, model string) Throughput {
 	if !ok {
 		return Throughput{}
 	}
+	if own := e.ownFit(j.Tenant); own != nil {
+		// Robust to one tenant's jobs (issue 20): a tenant whose jobs
+		// report near-zero progress on a model would otherwise pull every
+		// other tenant's estimate there down, and a job estimated slow on
+		// a model is never run there to be measured, so the lie lasts. An
+		// estimate pulled up is measured, and corrected, the first round
+		// the job runs there.
+		if m, s, ok := own.predict(j, model); ok && m > mean {
+			f, mean, sd = own, m, s
+		}
+	}
 	src := SourceEstimated
 	if f.modelObs[model] == 0 {
 		src = SourcePrior
 	}
 	return Throughput{UnitsPerRound: math.Exp(mean), LogSD: sd, Source: src, Measurements: f.measurements}
+}
+
+// ownFit is the fit to tenant's data alone, nil when no other tenant has
+// data (the full fit is then the same).
+func (e *Estimator) ownFit(tenant string) *fitResult {
+	if tenant == "" {
+		return nil
+	}
+	full := e.fitted()
+	if e.ownOf != full {
+		e.own, e.ownOf = map[string]*fitResult{}, full
+	}
+	if f, ok := e.own[tenant]; ok {
+		return f
+	}
+	mine := make(map[JobID]*jobState, len(e.jobs))
+	others := false
+	for id, j := range e.jobs {
+		switch {
+		case j.Tenant == tenant:
+			mine[id] = j
+		case len(j.pairs) > 0:
+			others = true
+		}
+	}
+	var f *fitResult
+	if others {
+		all := e.jobs
+		e.jobs, e.solvingOwn = mine, true
+		f = e.solve()
+		e.jobs, e.solvingOwn = all, false
+	}
+	e.own[tenant] = f
+	return f
 }
 
 // Throughputs is Throughput on each of models, keyed by model; models

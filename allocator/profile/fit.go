@@ -126,7 +126,9 @@ func (e *Estimator) observations(j *jobState) []observation {
 		p := j.pairs[m]
 		switch {
 		case p.n > 0:
-			p.fitLog, p.fitted = p.logEMA, true
+			if !e.solvingOwn {
+				p.fitLog, p.fitted = p.logEMA, true
+			}
 			v := o.interactionLogSD*o.interactionLogSD + o.measurementLogSD*o.measurementLogSD*p.varFactor
 			obs = append(obs, observation{m, p.logEMA, 1 / v})
 		case p.declared > 0:

@@ -159,14 +159,27 @@ func (c *Cluster) admit(idx int, spec *workload.JobSpec) {
 			tp[m] = r * c.roundS
 		}
 	}
+	lie := c.lg.Liars[spec.ID]
+	if lie == AdvInflate {
+		for m := range tp {
+			tp[m] *= InflateFactor
+		}
+	}
 	js := &jobmeta.Spec{Work: spec.Work, WorkUnit: "steps", Throughput: tp, Weight: 1, GPUs: spec.GPUs}
 	if c.learn {
 		js.Throughput, js.LearnThroughput, js.Family = nil, true, Family(spec.Type)
 	}
-	if c.tenantOf != nil {
-		js.User = c.tenantOf(*spec)
+	ns := Namespace
+	if lie != "" {
+		ns = AdversaryNamespace
 	}
-	j := &simJob{idx: idx, spec: spec, job: loop.Job{ID: spec.ID, Namespace: Namespace, Name: spec.ID, Gated: true, Spec: js, Pieces: c.pieces(spec.GPUs)}}
+	if c.tenantOf != nil {
+		// A tenant submits into its own namespace, the identity a job
+		// cannot choose; fft.user is the same name, as a label.
+		js.User = c.tenantOf(*spec)
+		ns = js.User
+	}
+	j := &simJob{idx: idx, spec: spec, job: loop.Job{ID: spec.ID, Namespace: ns, Name: spec.ID, Gated: true, Spec: js, Pieces: c.pieces(spec.GPUs)}}
 	c.active = append(c.active, j)
 	c.byID[j.job.ID] = j
 }
@@ -207,11 +220,14 @@ func (c *Cluster) Observe(context.Context) (*loop.Snapshot, error) {
 }
 
 // Progress is the true work done of every job in the cluster: what a
-// training task that reports after every step would say.
+// training task that reports after every step would say (a liar says what
+// its lie says, adversary.go).
 func (c *Cluster) Progress(context.Context) (map[string]float64, error) {
 	out := make(map[string]float64, len(c.active))
 	for _, j := range c.active {
-		out[j.job.ID] = j.done
+		if v, ok := c.lg.Liars[j.job.ID].report(j.done, j.spec.Work, c.learn); ok {
+			out[j.job.ID] = v
+		}
 	}
 	return out, nil
 }

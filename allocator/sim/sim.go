@@ -47,8 +47,9 @@ type Config struct {
 	// time are the run's. An FFT policy takes its objective from its own
 	// configuration and the cluster's facts from this one.
 	Engine *allocator.Config
-	// TenantOf names each job's tenant (its fft.user in the loop); nil
-	// leaves jobs without one. TenantShares are the operator's shares
+	// TenantOf names each job's tenant: the Nomad namespace it is
+	// submitted into (and its fft.user, a label); nil leaves every job in
+	// Namespace. TenantShares are the operator's shares
 	// between tenants (nil: none, the paper's per-job reference).
 	TenantOf     func(workload.JobSpec) string
 	TenantShares *loop.TenantShares
@@ -59,6 +60,9 @@ type Config struct {
 	// Learn runs the jobs without declared throughputs: the loop learns
 	// them online from the true progress the cluster reports (learn.go).
 	Learn bool
+	// Adversaries make a fraction of the jobs lie, one kind of lie each
+	// (adversary.go); none by default.
+	Adversaries []Adversary
 	// MaxRounds stops a run that would not end (0 = 10 million).
 	MaxRounds int
 	// Progress, if set, is called about every ProgressEvery rounds.
@@ -151,6 +155,10 @@ type Log struct {
 	PolicyStats map[string]float64 `json:"policy_stats,omitempty"`
 	// Records are the loop's round records, with Config.KeepRecords.
 	Records []*loop.RoundRecord `json:"-"`
+	// Liars are the lying jobs by ID, with their lie (Config.Adversaries);
+	// Parent maps each part of a split job to the job it was.
+	Liars  map[string]AdversaryKind `json:"liars,omitempty"`
+	Parent map[string]string        `json:"parent,omitempty"`
 }
 
 // Run simulates pol over the jobs of src on cfg.Cluster. The rounds are
@@ -177,6 +185,9 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 	}
 	lg := &Log{Policy: pol.Name(), Learn: cfg.Learn, Cluster: cfg.Cluster, HostGPUs: cfg.HostGPUs, RoundSeconds: R, MinRoundGapSeconds: cfg.MinRoundGapSeconds, Window: cfg.Window}
 	c := newCluster(cfg, R, lg)
+	if len(cfg.Adversaries) > 0 {
+		src = &adversarySource{src: src, advs: cfg.Adversaries, lg: lg}
+	}
 	store := &store{MemStore: loop.NewMemStore(cfg.KeepRecords), cluster: c}
 	engine := cfg.Engine
 	if engine == nil {

@@ -63,7 +63,7 @@ func TestTenantSharesInSimulation(t *testing.T) {
 		}
 		return res
 	}
-	per, shared := run(nil), run(&loop.TenantShares{By: loop.TenantByUser})
+	per, shared := run(nil), run(&loop.TenantShares{By: loop.TenantByNamespace})
 	for _, tn := range []string{"solo", "crowd"} {
 		t.Logf("%-5s per-job reference / equal tenant shares: GPU time %.3f / %.3f, mean FTF %.3f / %.3f",
 			tn, per.gpuFrac[tn], shared.gpuFrac[tn], per.ftf[tn], shared.ftf[tn])

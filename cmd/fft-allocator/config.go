@@ -79,11 +79,12 @@ type tenantsBlock struct {
 	By           string             `hcl:"by"`
 	DefaultShare *float64           `hcl:"default_share,optional"`
 	Shares       map[string]float64 `hcl:"shares,optional"`
+	Users        map[string]string  `hcl:"users,optional"`
 }
 
 // tenantShares reads the tenants block.
 func tenantShares(path string, b *tenantsBlock) (*loop.TenantShares, error) {
-	ts := &loop.TenantShares{By: loop.TenantBy(b.By), Shares: b.Shares}
+	ts := &loop.TenantShares{By: loop.TenantBy(b.By), Shares: b.Shares, Users: b.Users}
 	if b.DefaultShare != nil {
 		ts.Default = *b.DefaultShare
 	}

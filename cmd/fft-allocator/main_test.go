@@ -130,6 +130,7 @@ tenants {
 		{"engine {\n tenant_weights = 2\n}", `bad.hcl:2,19-20: Unsuitable value type`},
 		{"tenants {\n by = \"team\"\n}", `tenants by = "team": expected "user" or "namespace"`},
 		{"tenants {\n by = \"user\"\n shares = { a = 0 }\n}", `tenants share "a" = 0: expected a finite number > 0`},
+		{"tenants {\n by = \"namespace\"\n users = { alice = \"ml\" }\n}", `tenants users: given with by = "namespace": the mapping names fft.user values, so it needs by = "user"`},
 		{"engine {\n price_preemption = \"yes\"\n}", `bad.hcl:2,22-25: Unsuitable value type; Unsuitable value: a bool is required`},
 	} {
 		p := write("bad.hcl", tc.body)
@@ -357,5 +358,22 @@ func TestThroughputPriors(t *testing.T) {
 		if _, err := parse([]string{"-throughput-priors", tc.path}, &out); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("-throughput-priors %s: err %v, want %q", tc.path, err, tc.want)
 		}
+	}
+}
+
+// The operator's users map reaches the tenant shares: with by = "user" an fft.user counts as
+// a tenant only in the namespace the map gives it (issue 20).
+func TestTenantUsersConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.hcl")
+	if err := os.WriteFile(path, []byte("tenants {\n by = \"user\"\n users = { alice = \"ml\" }\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	f, err := parse([]string{"-config", path}, &out)
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	if ts := f.tenants; ts == nil || ts.By != "user" || ts.Users["alice"] != "ml" {
+		t.Errorf("tenant shares %+v, want by user with alice mapped to ml", ts)
 	}
 }

@@ -147,6 +147,8 @@ type explanation struct {
 	// record has them), Move the placement stage's move of the job, if any.
 	Hosts []string        `json:"hosts,omitempty"`
 	Move  *placement.Move `json:"move,omitempty"`
+	// Distrusted says why the job's claims no longer count (issue 20).
+	Distrusted string `json:"distrusted,omitempty"`
 }
 
 // hostNames names each slot's node ("name (GPUs)"), by the name the round
@@ -182,7 +184,7 @@ func explainJob(rec *loop.RoundRecord, id string) explanation {
 		e.ReasonCode, e.Override, e.Restart = ja.ReasonCode, ja.Override, ja.Restart
 		e.RhoBefore, e.RhoAfter = ja.RhoBefore, ja.RhoAfter
 		e.Options = append(e.Options, ja.Options...)
-		e.Throughput, e.Learn, e.Mismatches = ja.Throughput, ja.Learn, ja.Mismatches
+		e.Throughput, e.Learn, e.Mismatches, e.Distrusted = ja.Throughput, ja.Learn, ja.Mismatches, ja.Distrusted
 		e.Hosts, e.Move = hostNames(rec, ja.Hosts), moveOf(rec, id)
 		sort.SliceStable(e.Options, func(a, b int) bool { return e.Options[a].Cost < e.Options[b].Cost })
 	}
@@ -210,9 +212,16 @@ func formatExplain(e explanation) string {
 	default:
 		fmt.Fprintf(&b, "Decision   = not scheduled (%s): %s\n", e.Action, orDash(e.Reason))
 	}
+	if e.Distrusted != "" {
+		fmt.Fprintf(&b, "Distrusted = %s\n", e.Distrusted)
+	}
 	if r := e.Restart; r != nil {
 		fmt.Fprintf(&b, "Restart    = %.4g s (%s), checkpoint %.4g GB (%s): the prices of a park, resume or move\n",
 			r.Seconds, r.SecondsSource, r.CheckpointGB, r.CheckpointSource)
+		if r.ClaimedSeconds > 0 || r.ClaimedCheckpointGB > 0 {
+			fmt.Fprintf(&b, "Claimed    = restart %.4g s, checkpoint %.4g GB: above what is priced (a longer restart or a larger checkpoint would make the job harder to park or move)\n",
+				r.ClaimedSeconds, r.ClaimedCheckpointGB)
+		}
 	}
 	if e.Override != "" {
 		fmt.Fprintf(&b, "Override   = %s (fftctl resume lifts it)\n", e.Override)

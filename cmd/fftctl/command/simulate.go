@@ -44,6 +44,8 @@ type simulateFlags struct {
 	roundSeconds, restartSeconds                                                 float64
 	minRoundGap                                                                  time.Duration
 	multiGPU, skipBad, plots, asJSON, wide, quiet, list, records, learn          bool
+	adversaries                                                                  string
+	tenantPerJob                                                                 bool
 }
 
 // simulateOptions is one checked `fftctl simulate` invocation.
@@ -81,6 +83,11 @@ type simulateOptions struct {
 	records bool
 	// learn hides the jobs' throughputs from the policies (sim.Config.Learn).
 	learn bool
+	// adversaries, when given, run each policy, rate and seed twice,
+	// honest and with these liars, and compare (simulate_adversary.go);
+	// tenantPerJob makes every job its own tenant in both runs.
+	adversaries  []sim.Adversary
+	tenantPerJob bool
 }
 
 func (c *SimulateCommand) Synopsis() string { return "Compare scheduling policies by simulation" }
@@ -143,6 +150,10 @@ func (c *SimulateCommand) ownFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&f.quiet, "quiet", false, "Print no progress on stderr.")
 	fs.BoolVar(&f.learn, "learn", false, "Jobs declare no throughput: the allocator measures and estimates them online, and every policy sees only its values (the -reference run keeps the true rates).")
 	fs.BoolVar(&f.records, "records", false, "Write every round's record, each job's cost terms included, as the fft-allocator's audit log holds it, to records-<policy>-r<rate>-s<seed>.jsonl in -out (one JSON object a line; slow on long runs).")
+	fs.StringVar(&f.adversaries, "adversaries", "",
+		"Comma-separated `KIND:FRACTION` list: that fraction of the jobs lies, one kind each ("+strings.Join(adversaryKindNames(), ", ")+
+			"). Each policy, rate and seed runs twice, honest and with the liars, and the table compares each liar's JCT and GPU time with the same job honest, and the honest jobs' mean JCT with and without liars.")
+	fs.BoolVar(&f.tenantPerJob, "tenant-per-job", false, "Tenant shares with every job its own tenant (equal shares: the paper's per-job reference), and a split job's parts one tenant.")
 	fs.BoolVar(&f.list, "list", false, "List the policies with a description and exit.")
 }
 
@@ -186,7 +197,7 @@ func (c *SimulateCommand) listPolicies() {
 func (f *simulateFlags) check() (*simulateOptions, error) {
 	o := &simulateOptions{jobs: f.jobs, burst: f.burst, multiGPU: f.multiGPU, trace: f.trace, skipBad: f.skipBad,
 		roundSeconds: f.roundSeconds, restartSeconds: f.restartSeconds, minRoundGap: f.minRoundGap, reference: f.reference, out: f.out,
-		plots: f.plots, parallel: f.parallel, maxRounds: f.maxRounds, asJSON: f.asJSON, wide: f.wide, quiet: f.quiet, records: f.records, learn: f.learn}
+		plots: f.plots, parallel: f.parallel, maxRounds: f.maxRounds, asJSON: f.asJSON, wide: f.wide, quiet: f.quiet, records: f.records, learn: f.learn, tenantPerJob: f.tenantPerJob}
 	var err error
 	policies := f.policies
 	if policies == "" {
@@ -222,6 +233,11 @@ func (f *simulateFlags) check() (*simulateOptions, error) {
 	}
 	if o.jobs < 0 || (o.jobs == 0 && o.window.Hi == 0 && o.trace == "") {
 		return nil, errors.New("-jobs=0 (an endless stream) needs -window")
+	}
+	if f.adversaries != "" {
+		if o.adversaries, err = sim.ParseAdversaries(f.adversaries); err != nil {
+			return nil, fmt.Errorf("-adversaries: %w", err)
+		}
 	}
 	if o.big, err = workload.ParseBigJobs(f.bigJobs); err != nil {
 		return nil, fmt.Errorf("-big-jobs: %w", err)

@@ -50,6 +50,9 @@ func runSimulations(ctx context.Context, o *simulateOptions, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
+	if len(o.adversaries) > 0 {
+		return runAdversaries(ctx, o, trace, stdout, stderr)
+	}
 	names := o.policies
 	if o.reference != "" {
 		names = append([]string{o.reference}, names...)
@@ -138,6 +141,11 @@ func runAll(ctx context.Context, o *simulateOptions, keys []runKey, trace *workl
 
 // runOne simulates one policy on one rate and seed's workload.
 func runOne(ctx context.Context, o *simulateOptions, k runKey, trace *workload.Trace, prog *simProgress) *runOut {
+	return runOneWith(ctx, o, k, trace, prog, nil)
+}
+
+// runOneWith is runOne with liars (sim.Config.Adversaries).
+func runOneWith(ctx context.Context, o *simulateOptions, k runKey, trace *workload.Trace, prog *simProgress, advs []sim.Adversary) *runOut {
 	pol, err := policy.New(k.policy, policy.Options{Seed: int64(k.seed), RestartSeconds: o.restartSeconds})
 	if err != nil {
 		return &runOut{err: err}
@@ -151,7 +159,10 @@ func runOne(ctx context.Context, o *simulateOptions, k runKey, trace *workload.T
 	}
 	cfg := sim.Config{Cluster: o.cluster, HostGPUs: o.hostGPUs, RoundSeconds: o.roundSeconds, RestartSeconds: o.restartSeconds, MinRoundGapSeconds: o.minRoundGap.Seconds(),
 		Window: o.window, MaxRounds: o.maxRounds, ProgressEvery: 500, KeepRecords: o.records,
-		Learn: o.learn && k.policy != o.reference}
+		Learn: o.learn && k.policy != o.reference, Adversaries: advs}
+	if o.tenantPerJob {
+		cfg.TenantOf, cfg.TenantShares = sim.TenantPerJob, &loop.TenantShares{By: loop.TenantByNamespace}
+	}
 	if !o.quiet {
 		cfg.Progress = func(p sim.Progress) { prog.round(k, p) }
 	}

@@ -98,12 +98,46 @@ func TestSimulateUsage(t *testing.T) {
 		{"negative gap", []string{"-min-round-gap", "-1s"}, 1, "-min-round-gap=-1s: want 0s (fixed rounds) or more"},
 		{"bad gap", []string{"-min-round-gap", "5"}, 1, "-min-round-gap"},
 		{"stray argument", []string{"extra"}, 1, "takes no arguments"},
+		{"unknown adversary", []string{"-adversaries", "lie:0.1"}, 1, `-adversaries: adversary "lie:0.1": unknown kind "lie"`},
+		{"adversaries over 1", []string{"-adversaries", "split:0.6,inflate:0.5"}, 1, "sum to 1.1"},
 		{"missing trace", []string{"-trace", "/nonexistent/x.trace", "-quiet"}, 1, "loading trace"},
 		{"bad trace", []string{"-trace", "../../../allocator/workload/testdata/gavel_msr_small.trace", "-cluster", "v100=36,p100=36,k80=36", "-quiet"}, 1, `field "scale_factor" = "16"`},
 	} {
 		code, out, errb := simulate(append(tc.args, "-out", t.TempDir())...)
 		if code != tc.code || !strings.Contains(out+errb, tc.want) {
 			t.Errorf("%s: exit %d, want %d with %q; output:\n%s%s", tc.name, code, tc.code, tc.want, out, errb)
+		}
+	}
+}
+
+// -adversaries runs each policy honest and with liars and prints the comparison per lie.
+func TestSimulateAdversaries(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errb := simulate("-policies", "fft-rate-w0.25", "-jobs", "30", "-rates", "1", "-seeds", "0",
+		"-cluster", "v100=4,p100=4,k80=4", "-restart-seconds", "30", "-adversaries", "over-report:0.2,split:0.2", "-quiet", "-out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, errb)
+	}
+	for _, want := range []string{"liar JCT x", "over-report", "split", "honest JCT x"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "adversaries.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []struct {
+		Kind  string  `json:"kind"`
+		Liars int     `json:"liars"`
+		JCT   float64 `json:"liar_jct_ratio"`
+	}
+	if err := json.Unmarshal(b, &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("adversaries.json: %v, %d rows:\n%s", err, len(rows), b)
+	}
+	for _, r := range rows {
+		if r.Liars == 0 || !(r.JCT > 0) {
+			t.Errorf("row %+v: want liars and a JCT ratio", r)
 		}
 	}
 }

@@ -263,6 +263,8 @@ func TestThroughputSources(t *testing.T) {
 			r.Jobs[k].Throughput, r.Jobs[k].Mismatches = tp, []profile.Mismatch{mm}
 		case "default/new":
 			r.Jobs[k].Options, r.Jobs[k].Learn = nil, &profile.Choice{Model: v100, FreeGPUs: 4, Reason: profile.ReasonFastest}
+			r.Jobs[k].Distrusted = "held GPUs for 2 rounds claiming to finish within each"
+			r.Jobs[k].Restart = &loop.RestartPrice{Seconds: 30, SecondsSource: loop.SourceConfigured, ClaimedSeconds: 90, CheckpointSource: loop.SourceDeclared}
 		}
 	}
 	tests := []struct {
@@ -270,7 +272,8 @@ func TestThroughputSources(t *testing.T) {
 		want []string
 	}{
 		{"default/learned", []string{"Source", "Log SD", "measured   0.10", "estimated  0.87", "Warning    = job \"default/learned\" on \"" + a100 + "\": declared fft.throughput 10"}},
-		{"default/new", []string{"runs on " + v100 + " (start) to be measured", profile.ReasonFastest, "outside the policy until one round on a model measures it"}},
+		{"default/new", []string{"runs on " + v100 + " (start) to be measured", profile.ReasonFastest, "outside the policy until one round on a model measures it",
+			"Distrusted = held GPUs for 2 rounds", "Claimed    = restart 90 s"}},
 	}
 	for _, tc := range tests {
 		text := formatExplain(explainJob(r, tc.id))
