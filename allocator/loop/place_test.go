@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/placement"
 )
 
@@ -95,20 +96,21 @@ func TestConsolidationMakesRoom(t *testing.T) {
 }
 
 // When the only move that would make room costs more than the GPUs it frees
-// (a huge checkpoint), the round is decided again without the gang's option,
+// (a restart of three rounds), the round is decided again without the gang's option,
 // and the 1-GPU job takes a free GPU instead of the gang that cannot use it;
 // the last GPU stays idle, since no waiting job fits it.
 func TestRedecideWhenNothingCanBePlaced(t *testing.T) {
 	h := &Harness{Hosts: v100Hosts(2, 2), Jobs: map[string]*Job{}}
 	for k, name := range []string{"a", "b"} {
 		j := NewJob(name).Work(1000).TP(v100, 1).Running(v100).Obj()
-		j.Spec.StateGB = 1e4
 		j.Slots, j.Pinned = []placement.Slot{{Host: fmt.Sprintf("node-%d", k), GPUs: 1}}, []string{fmt.Sprintf("node-%d", k)}
 		h.Set(j)
 	}
 	h.Set(NewJob("gang").GPUs(2).Work(1000).TP(v100, 2).Obj())
 	h.Set(NewJob("small").Work(1000).TP(v100, 1).Obj())
-	l := New(h, h, NewMemStore(true))
+	cfg := allocator.DefaultConfig()
+	cfg.RestartSeconds = 3 * cfg.RoundSeconds
+	l := New(h, h, NewMemStore(true), WithConfig(cfg))
 	rec, err := l.RunRound(context.Background(), TriggerManual, nil)
 	if err != nil {
 		t.Fatal(err)
