@@ -1,0 +1,372 @@
+// Package doccheck reads the repository's Markdown the way a reader does and
+// finds what would mislead one: a -flag that the command it is given to does
+// not have, a relative link to nothing, and the commands a doc says to run.
+// It is pure (text in, findings out); the test of the package runs it over
+// the repository with the help of the binaries built from it.
+package doccheck
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Span is a piece of code in a Markdown file: an inline code span or a
+// fenced block.
+type Span struct {
+	// Line is the 1-based line of the span's first character.
+	Line int
+	// Text is the code, without its backticks or fences.
+	Text string
+	// Fenced is true for a fenced block; Info is its info string ("sh",
+	// "hcl", ...) and Marker the HTML comment on the line before it, if any
+	// ("docs-test: run" for <!-- docs-test: run -->).
+	Fenced       bool
+	Info, Marker string
+}
+
+var markerRE = regexp.MustCompile(`^\s*<!--\s*(.*?)\s*-->\s*$`)
+
+// Spans returns the code spans and fenced blocks of a Markdown document, in
+// order. Text inside fenced blocks is not searched for inline spans.
+func Spans(md string) []Span {
+	var spans []Span
+	lines := strings.Split(md, "\n")
+	for i := 0; i < len(lines); i++ {
+		trimmed := strings.TrimLeft(lines[i], " ")
+		if fence := fenceOf(trimmed); fence != "" {
+			s := Span{Line: i + 2, Fenced: true, Info: strings.TrimSpace(trimmed[len(fence):])}
+			if i > 0 {
+				if m := markerRE.FindStringSubmatch(lines[i-1]); m != nil {
+					s.Marker = m[1]
+				}
+			}
+			var body []string
+			for i++; i < len(lines) && !strings.HasPrefix(strings.TrimLeft(lines[i], " "), fence); i++ {
+				body = append(body, lines[i])
+			}
+			s.Text = strings.Join(body, "\n")
+			spans = append(spans, s)
+			continue
+		}
+		spans = append(spans, inlineSpans(lines, &i)...)
+	}
+	return spans
+}
+
+// fenceOf returns the fence a line opens with (``` or ~~~, three or more).
+func fenceOf(line string) string {
+	for _, c := range []string{"`", "~"} {
+		n := len(line) - len(strings.TrimLeft(line, c))
+		if n >= 3 {
+			return strings.Repeat(c, n)
+		}
+	}
+	return ""
+}
+
+// inlineSpans returns the inline code spans that start on line *i; a span
+// may continue over the following lines of its paragraph, and *i is moved
+// to the last line it read.
+func inlineSpans(lines []string, i *int) []Span {
+	var spans []Span
+	line := lines[*i]
+	start := *i
+	for pos := 0; pos < len(line); {
+		open := strings.IndexByte(line[pos:], '`')
+		if open < 0 {
+			break
+		}
+		open += pos
+		n := 1
+		for open+n < len(line) && line[open+n] == '`' {
+			n++
+		}
+		ticks := line[open : open+n]
+		rest := line[open+n:]
+		end := strings.Index(rest, ticks)
+		// A span may run on in its paragraph: join the next non-blank lines.
+		for end < 0 && *i+1 < len(lines) && strings.TrimSpace(lines[*i+1]) != "" && fenceOf(strings.TrimLeft(lines[*i+1], " ")) == "" {
+			*i++
+			line += "\n" + lines[*i]
+			rest = line[open+n:]
+			end = strings.Index(rest, ticks)
+		}
+		if end < 0 {
+			break
+		}
+		text := strings.ReplaceAll(rest[:end], "\n", " ")
+		spans = append(spans, Span{Line: start + 1 + strings.Count(line[:open], "\n"), Text: strings.TrimSpace(text)})
+		pos = open + n + end + n
+	}
+	return spans
+}
+
+// Invocation is one command a span runs: the program (as Programs names it,
+// "fftctl simulate" for a subcommand), the flags it gives, and the words
+// after the program.
+type Invocation struct {
+	Program string
+	Flags   []string
+	Args    []string
+}
+
+// Programs maps how a doc may call a program to its name, for the programs
+// whose flags are checked. A name ending in " *" takes a subcommand: the
+// word after it joins the name ("fftctl" "run" is "fftctl run").
+var Programs = map[string]string{
+	"fftctl":              "fftctl *",
+	"bin/fftctl":          "fftctl *",
+	"./bin/fftctl":        "fftctl *",
+	"fft-allocator":       "fft-allocator",
+	"bin/fft-allocator":   "fft-allocator",
+	"./bin/fft-allocator": "fft-allocator",
+}
+
+var flagRE = regexp.MustCompile(`^--?([A-Za-z][A-Za-z0-9_-]*)(=.*)?$`)
+
+// Commands splits a span into its shell commands: lines (a trailing
+// backslash continues one), then |, ;, && and ||; comments are dropped and
+// quotes group words (and are removed).
+func Commands(text string) [][]string {
+	text = strings.ReplaceAll(text, "\\\n", " ")
+	var cmds [][]string
+	for _, line := range strings.Split(text, "\n") {
+		var cur []string
+		for _, w := range words(line) {
+			if strings.HasPrefix(w, "#") {
+				break
+			}
+			switch w {
+			case "|", ";", "&&", "||", "$", "&":
+				if len(cur) > 0 {
+					cmds = append(cmds, cur)
+				}
+				cur = nil
+				continue
+			}
+			cur = append(cur, w)
+		}
+		if len(cur) > 0 {
+			cmds = append(cmds, cur)
+		}
+	}
+	return cmds
+}
+
+// words splits a shell line into words: blanks separate them outside
+// quotes, and the quotes themselves are dropped.
+func words(line string) []string {
+	var out []string
+	var cur strings.Builder
+	quote, in := rune(0), false
+	for _, r := range line {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '"' || r == '\'':
+			quote, in = r, true
+		case r == ' ' || r == '\t':
+			if in {
+				out = append(out, cur.String())
+				cur.Reset()
+				in = false
+			}
+		default:
+			cur.WriteRune(r)
+			in = true
+		}
+	}
+	if in {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// Invocations returns the calls of the checked programs in a span: a
+// command whose first word (after VAR=value assignments) is one of
+// Programs, `go run ./cmd/<program>`, or `make dev` with DEV_ARGS (fftctl
+// dev's flags).
+func Invocations(text string) []Invocation {
+	var out []Invocation
+	for _, words := range Commands(text) {
+		k := 0
+		for k < len(words) && assignRE.MatchString(words[k]) {
+			k++
+		}
+		if k == len(words) {
+			continue
+		}
+		first := words[k]
+		rest := words[k+1:]
+		if first == "go" && len(rest) >= 2 && rest[0] == "run" && strings.HasPrefix(rest[1], "./cmd/") {
+			first, rest = strings.TrimPrefix(rest[1], "./cmd/"), rest[2:]
+		}
+		if first == "make" {
+			for _, w := range rest {
+				if v, ok := strings.CutPrefix(w, "DEV_ARGS="); ok {
+					out = append(out, invocation("fftctl dev", strings.Fields(v)))
+				}
+			}
+			continue
+		}
+		name, ok := Programs[first]
+		if !ok {
+			continue
+		}
+		if strings.HasSuffix(name, " *") {
+			name = strings.TrimSuffix(name, " *")
+			if len(rest) > 0 && isWord(rest[0]) {
+				name += " " + rest[0]
+				rest = rest[1:]
+			}
+		}
+		out = append(out, invocation(name, rest))
+	}
+	return out
+}
+
+var assignRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+
+func invocation(name string, args []string) Invocation {
+	inv := Invocation{Program: name}
+	for _, a := range args {
+		a = strings.Trim(a, "`,[]()")
+		if m := flagRE.FindStringSubmatch(a); m != nil {
+			inv.Flags = append(inv.Flags, m[1])
+		} else {
+			inv.Args = append(inv.Args, a)
+		}
+	}
+	return inv
+}
+
+var wordRE = regexp.MustCompile(`^[a-z][a-z-]*$`)
+
+func isWord(s string) bool { return wordRE.MatchString(s) }
+
+// BareFlag returns the flag an inline span names on its own ("-round",
+// "-min-round-gap 5s", "-big-jobs=skip"), or "".
+func BareFlag(s Span) string {
+	if s.Fenced {
+		return ""
+	}
+	fields := strings.Fields(s.Text)
+	if len(fields) == 0 {
+		return ""
+	}
+	if m := flagRE.FindStringSubmatch(fields[0]); m != nil && strings.HasPrefix(fields[0], "-") {
+		return m[1]
+	}
+	return ""
+}
+
+var helpFlagRE = regexp.MustCompile(`(?m)^\s{1,8}--?([A-Za-z][A-Za-z0-9_-]*)(?:[= ]|$)`)
+
+// HelpFlags returns the flags a help text lists, one a line, indented, as
+// both fftctl's help and Go's flag package print them.
+func HelpFlags(help string) map[string]bool {
+	flags := map[string]bool{}
+	for _, m := range helpFlagRE.FindAllStringSubmatch(help, -1) {
+		flags[m[1]] = true
+	}
+	// -h and -help are answered by every Go flag set.
+	flags["h"], flags["help"] = true, true
+	return flags
+}
+
+var linkRE = regexp.MustCompile(`\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
+
+// Links returns the targets of the Markdown links of a document outside
+// code, with their lines.
+func Links(md string) []Link {
+	var links []Link
+	inFence := ""
+	for i, line := range strings.Split(md, "\n") {
+		trimmed := strings.TrimLeft(line, " ")
+		if f := fenceOf(trimmed); f != "" {
+			if inFence == "" {
+				inFence = f
+			} else if strings.HasPrefix(trimmed, inFence) {
+				inFence = ""
+			}
+			continue
+		}
+		if inFence != "" {
+			continue
+		}
+		for _, m := range linkRE.FindAllStringSubmatch(stripCode(line), -1) {
+			links = append(links, Link{Line: i + 1, Target: m[1]})
+		}
+	}
+	return links
+}
+
+// Link is a Markdown link's target and line.
+type Link struct {
+	Line   int
+	Target string
+}
+
+// stripCode blanks the inline code of a line.
+func stripCode(line string) string {
+	return regexp.MustCompile("`[^`]*`").ReplaceAllString(line, "``")
+}
+
+// Anchors returns the anchors GitHub gives a document's headings.
+func Anchors(md string) map[string]bool {
+	anchors := map[string]bool{}
+	inFence := ""
+	for _, line := range strings.Split(md, "\n") {
+		trimmed := strings.TrimLeft(line, " ")
+		if f := fenceOf(trimmed); f != "" {
+			if inFence == "" {
+				inFence = f
+			} else if strings.HasPrefix(trimmed, inFence) {
+				inFence = ""
+			}
+			continue
+		}
+		if inFence != "" || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		heading := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		base := Slug(heading)
+		slug := base
+		for n := 1; anchors[slug]; n++ {
+			slug = fmt.Sprintf("%s-%d", base, n)
+		}
+		anchors[slug] = true
+	}
+	return anchors
+}
+
+// Slug is GitHub's anchor of a heading: lower case, punctuation dropped
+// (hyphens and underscores kept), spaces to hyphens.
+func Slug(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127 && isLetter(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func isLetter(r rune) bool { return strings.ContainsRune("äöüéèàçñ", r) }
+
+// Sorted returns a set's keys in order, for messages.
+func Sorted(set map[string]bool) []string {
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,322 @@
+package doccheck
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The repository's docs, checked against the binaries built from the same
+// tree: what `make test` runs so that the docs cannot drift from the code.
+
+// root is the repository root, three folders up.
+func root(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Fatalf("repository root %s: %v", dir, err)
+	}
+	return dir
+}
+
+// docs returns the tracked Markdown files (git ls-files), relative to root;
+// outside a git checkout, every .md file under root but .cache, bin, dist
+// and out.
+func docs(t *testing.T, root string) []string {
+	t.Helper()
+	out, err := exec.Command("git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard", "*.md").Output()
+	if err == nil {
+		var files []string
+		for _, f := range strings.Fields(string(out)) {
+			if _, err := os.Stat(filepath.Join(root, f)); err == nil {
+				files = append(files, f)
+			}
+		}
+		return files
+	}
+	var files []string
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() && rel != "." && (strings.HasPrefix(d.Name(), ".") || rel == "bin" || rel == "dist" || rel == "out") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".md") {
+			files = append(files, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func read(t *testing.T, root, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds fftctl and fft-allocator from this tree once per test
+// binary and returns their folder.
+func binaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "doccheck-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command(goTool(), "build", "-o", binDir+string(filepath.Separator), "./cmd/fftctl", "./cmd/fft-allocator")
+		cmd.Dir = root(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = &buildError{err, out}
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("building the binaries the docs describe: %v", buildErr)
+	}
+	return binDir
+}
+
+// goTool is the go command: on PATH, else the one this test was built
+// with.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+type buildError struct {
+	err error
+	out []byte
+}
+
+func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.out) }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// help runs a built program with args and returns what it prints.
+func help(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	_ = cmd.Run() // Go's flag package exits 0 on -h, the cli package 0 or 1
+	return out.String()
+}
+
+var subcommandRE = regexp.MustCompile(`(?m)^    ([a-z][a-z-]*)\s{2,}\S`)
+
+// programFlags returns, for every program Programs names ("fftctl run",
+// "fftctl simulate", ..., "fft-allocator"), the flags its help lists.
+func programFlags(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	bin := binaries(t)
+	fftctl := filepath.Join(bin, "fftctl")
+	flags := map[string]map[string]bool{}
+	top := help(t, fftctl, "-h")
+	for _, m := range subcommandRE.FindAllStringSubmatch(top, -1) {
+		flags["fftctl "+m[1]] = HelpFlags(help(t, fftctl, m[1], "-h"))
+	}
+	if len(flags) < 10 {
+		t.Fatalf("fftctl -h lists %d commands, want the 12 or so it has:\n%s", len(flags), top)
+	}
+	// fftctl's own flags (before a command): the cli package's.
+	flags["fftctl"] = map[string]bool{"h": true, "help": true, "version": true, "v": true}
+	flags["fft-allocator"] = HelpFlags(help(t, filepath.Join(bin, "fft-allocator"), "-h"))
+	if !flags["fft-allocator"]["round"] {
+		t.Fatalf("fft-allocator -h lists no -round flag:\n%v", Sorted(flags["fft-allocator"]))
+	}
+	return flags
+}
+
+// subjects says which programs a doc's bare flags ("`-round`" on its own)
+// belong to: the longest prefix of its path here, else every program.
+var subjects = map[string][]string{
+	"allocator/sim/":      {"fftctl simulate"},
+	"allocator/workload/": {"fftctl simulate"},
+	"allocator/profile/":  {"fftctl simulate", "fft-allocator"},
+}
+
+// external are flags of other tools that the docs name on their own, with
+// the tool: they are not ours to check.
+var external = map[string]string{
+	"bench": "go test", "count": "go test",
+}
+
+func TestDocFlagsExist(t *testing.T) {
+	root := root(t)
+	flags := programFlags(t)
+	all := map[string]bool{}
+	for _, set := range flags {
+		for f := range set {
+			all[f] = true
+		}
+	}
+	for _, doc := range docs(t, root) {
+		md := read(t, root, doc)
+		bare := all
+		best := ""
+		for prefix, progs := range subjects {
+			if strings.HasPrefix(doc, prefix) && len(prefix) > len(best) {
+				best = prefix
+				bare = map[string]bool{}
+				for _, p := range progs {
+					for f := range flags[p] {
+						bare[f] = true
+					}
+				}
+			}
+		}
+		for _, s := range Spans(md) {
+			for _, inv := range Invocations(s.Text) {
+				have, ok := flags[inv.Program]
+				if !ok {
+					t.Errorf("%s:%d: `%s`: no such command (fftctl -h lists %v)", doc, s.Line, inv.Program, programNames(flags))
+					continue
+				}
+				for _, f := range inv.Flags {
+					if !have[f] {
+						t.Errorf("%s:%d: `%s -%s`: %s has no flag -%s", doc, s.Line, inv.Program, f, inv.Program, f)
+					}
+				}
+			}
+			if f := BareFlag(s); f != "" && !bare[f] && external[f] == "" {
+				t.Errorf("%s:%d: `%s`: no flag -%s in the help of %s", doc, s.Line, s.Text, f, subjectsOf(doc, best))
+			}
+		}
+	}
+}
+
+func programNames(flags map[string]map[string]bool) []string {
+	set := map[string]bool{}
+	for p := range flags {
+		set[p] = true
+	}
+	return Sorted(set)
+}
+
+func subjectsOf(doc, prefix string) string {
+	if prefix == "" {
+		return "any fftctl command or fft-allocator"
+	}
+	return strings.Join(subjects[prefix], " or ")
+}
+
+func TestDocLinksResolve(t *testing.T) {
+	root := root(t)
+	for _, doc := range docs(t, root) {
+		md := read(t, root, doc)
+		for _, l := range Links(md) {
+			target := l.Target
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			path, anchor, _ := strings.Cut(target, "#")
+			file := doc
+			if path != "" {
+				file = filepath.ToSlash(filepath.Clean(filepath.Join(filepath.Dir(doc), path)))
+				if file == ".." || strings.HasPrefix(file, "../") || filepath.IsAbs(path) {
+					t.Errorf("%s:%d: link %s leaves the repository (a clone has only what is in it)", doc, l.Line, target)
+					continue
+				}
+				if _, err := os.Stat(filepath.Join(root, file)); err != nil {
+					t.Errorf("%s:%d: link %s: %s does not exist", doc, l.Line, target, file)
+					continue
+				}
+			}
+			if anchor != "" && strings.HasSuffix(file, ".md") && !Anchors(read(t, root, file))[anchor] {
+				t.Errorf("%s:%d: link %s: %s has no heading with anchor #%s", doc, l.Line, target, file, anchor)
+			}
+		}
+		// A path to the design folder beside the repository reads like a
+		// file of it: a clone has no ../shared.
+		for _, s := range Spans(md) {
+			if strings.Contains(s.Text, "../shared/") {
+				t.Errorf("%s:%d: `%s` names a file outside the repository", doc, s.Line, s.Text)
+			}
+		}
+	}
+}
+
+// TestReadmeCommandsRun runs the commands of README.md's fenced blocks
+// marked <!-- docs-test: run --> (the ones that need no cluster), one after
+// another in a new folder whose bin/ holds the built fftctl and
+// fft-allocator (also on PATH), and wants each to exit 0.
+func TestReadmeCommandsRun(t *testing.T) {
+	root := root(t)
+	bin := binaries(t)
+	work := t.TempDir()
+	if err := os.Symlink(bin, filepath.Join(work, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for _, doc := range docs(t, root) {
+		for _, s := range Spans(read(t, root, doc)) {
+			if !s.Fenced || s.Marker != "docs-test: run" {
+				continue
+			}
+			if doc != "README.md" {
+				t.Errorf("%s:%d: only README.md's blocks are run; move the marker or the block", doc, s.Line)
+				continue
+			}
+			for _, words := range Commands(s.Text) {
+				line := strings.Join(words, " ")
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				cmd := exec.CommandContext(ctx, "sh", "-c", line)
+				cmd.Dir = work
+				cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+				start := time.Now()
+				out, err := cmd.CombinedOutput()
+				cancel()
+				if err != nil {
+					t.Errorf("%s:%d: `%s`: %v after %s\n%s", doc, s.Line, line, err, time.Since(start).Round(time.Millisecond), tail(out))
+					continue
+				}
+				t.Logf("%s:%d: `%s`: exit 0 in %s", doc, s.Line, line, time.Since(start).Round(time.Millisecond))
+				ran++
+			}
+		}
+	}
+	if ran == 0 {
+		t.Error("README.md has no block marked <!-- docs-test: run --> whose commands ran")
+	}
+}
+
+func tail(out []byte) string {
+	const n = 2000
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return string(out)
+}
