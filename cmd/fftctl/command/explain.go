@@ -58,7 +58,7 @@ func (c *ExplainCommand) Run(args []string) int {
 			c.conn.consulPrefix, c.conn.consulAddress(), id)
 	}
 	if err != nil {
-		return c.fail("Error reading the audit log from Consul at %s: %v", c.conn.consulAddress(), err)
+		return c.fail("Error reading the audit log from Consul at %s: %v%s", c.conn.consulAddress(), err, consulHint(err, c.conn.consulAddress()))
 	}
 	v := explainJob(rec, id)
 	if c.asJSON {
