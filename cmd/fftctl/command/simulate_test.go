@@ -49,28 +49,30 @@ func TestSimulate(t *testing.T) {
 			t.Errorf("output %s missing or empty: %v", f, err)
 		}
 	}
-	// The written workload replays to the same FIFO result.
-	code, out2, errb := simulate("-policies", "fifo", "-trace", filepath.Join(dir, "workload-r1-s0.csv"), "-cluster", "v100=8,p100=8,k80=8",
-		"-out", t.TempDir(), "-plots=false", "-json", "-quiet", "-reference", "none")
-	if code != 0 {
-		t.Fatalf("replay: exit %d; stderr:\n%s", code, errb)
-	}
-	var orig, replay struct {
-		Measured int          `json:"measured"`
-		JCT      metrics.Stat `json:"jct_s"`
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "summary-fifo-r1-s0.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &orig); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal([]byte(out2), &replay); err != nil {
-		t.Fatalf("replay JSON: %v\n%s", err, out2)
-	}
-	if replay.Measured != 30 || math.Abs(replay.JCT.Mean-orig.JCT.Mean) > 1e-6*orig.JCT.Mean {
-		t.Errorf("replay: %d jobs, mean JCT %v; original %d, %v", replay.Measured, replay.JCT.Mean, orig.Measured, orig.JCT.Mean)
+	// Every seed's written workload replays to the same FIFO result.
+	for _, rs := range []string{"r1-s0", "r1-s1", "r2-s0", "r2-s1"} {
+		code, out2, errb := simulate("-policies", "fifo", "-trace", filepath.Join(dir, "workload-"+rs+".csv"), "-cluster", "v100=8,p100=8,k80=8",
+			"-out", t.TempDir(), "-plots=false", "-json", "-quiet", "-reference", "none")
+		if code != 0 {
+			t.Fatalf("replay %s: exit %d; stderr:\n%s", rs, code, errb)
+		}
+		var orig, replay struct {
+			Measured int          `json:"measured"`
+			JCT      metrics.Stat `json:"jct_s"`
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "summary-fifo-"+rs+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &orig); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(out2), &replay); err != nil {
+			t.Fatalf("replay %s JSON: %v\n%s", rs, err, out2)
+		}
+		if replay.Measured != 30 || math.Abs(replay.JCT.Mean-orig.JCT.Mean) > 1e-6*orig.JCT.Mean {
+			t.Errorf("replay %s: %d jobs, mean JCT %v; original %d, %v", rs, replay.Measured, replay.JCT.Mean, orig.Measured, orig.JCT.Mean)
+		}
 	}
 }
 
