@@ -140,6 +140,35 @@ func TestSimulateMinRoundGap(t *testing.T) {
 	}
 }
 
+// Without -min-round-gap a run keeps the fft-allocator's own schedule
+// (its -min-round-gap default), so that the simulator's default is what
+// ships: it equals -min-round-gap 5s exactly.
+func TestSimulateDefaultScheduleIsTheAllocators(t *testing.T) {
+	base := []string{"-policies", "gavel-ftf", "-jobs", "20", "-plots=false", "-quiet", "-reference", "none", "-json"}
+	code, def, errb := simulate(append(base, "-out", t.TempDir())...)
+	if code != 0 {
+		t.Fatalf("default: exit %d; stderr:\n%s", code, errb)
+	}
+	code, live, errb := simulate(append(base, "-out", t.TempDir(), "-min-round-gap", "5s")...)
+	if code != 0 {
+		t.Fatalf("-min-round-gap 5s: exit %d; stderr:\n%s", code, errb)
+	}
+	// What the schedule decides (not the wall and solve times).
+	type run struct {
+		Gap    float64      `json:"min_round_gap_s"`
+		Rounds int          `json:"rounds"`
+		Early  int          `json:"early_rounds"`
+		JCT    metrics.Stat `json:"jct_s"`
+	}
+	var d, l run
+	if err := json.Unmarshal([]byte(def), &d); err != nil || d.Gap != 5 {
+		t.Errorf("default run: min_round_gap_s %v (%v), want 5, the allocator's default", d.Gap, err)
+	}
+	if err := json.Unmarshal([]byte(live), &l); err != nil || d != l || d.Early == 0 {
+		t.Errorf("the default run %+v differs from -min-round-gap 5s %+v (%v), or ran no early round", d, l, err)
+	}
+}
+
 // -list prints every policy with its description, and (default) on the
 // allocator's only.
 func TestSimulateList(t *testing.T) {

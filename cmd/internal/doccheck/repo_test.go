@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -168,6 +169,11 @@ var subjects = map[string][]string{
 	"allocator/profile/":  {"fftctl simulate", "fft-allocator"},
 }
 
+// results are the docs whose figures come from fftctl simulate commands.
+var results = map[string]bool{
+	"allocator/sim/HEADLINE.md": true, "allocator/sim/REPRODUCTION.md": true, "allocator/sim/EARLY_ROUNDS.md": true,
+}
+
 // external are flags of other tools that the docs name on their own, with
 // the tool: they are not ours to check.
 var external = map[string]string{
@@ -209,6 +215,9 @@ func TestDocFlagsExist(t *testing.T) {
 					if !have[f] {
 						t.Errorf("%s:%d: `%s -%s`: %s has no flag -%s", doc, s.Line, inv.Program, f, inv.Program, f)
 					}
+				}
+				if results[doc] && inv.Program == "fftctl simulate" && slices.Contains(inv.Flags, "policies") && !slices.Contains(inv.Flags, "min-round-gap") {
+					t.Errorf("%s:%d: `fftctl simulate -policies ...` without -min-round-gap: a results command names its schedule, so that a change of the default does not change what it measured", doc, s.Line)
 				}
 			}
 			if f := BareFlag(s); f != "" && !bare[f] && external[f] == "" {
