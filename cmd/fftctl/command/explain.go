@@ -34,8 +34,8 @@ Reads the latest round record in the audit log that mentions JOB and shows
 the decision: the GPU model chosen and the action taken, or why the job was
 not scheduled; its rho before and after the round; and the cost terms of
 every model it may use (cost = wait + volume + switch - credit, lowest wins;
-README.md, "The round problem"). Nothing is recomputed: this is what the
-round recorded. JOB is a job ID, or namespace/job.
+allocator/README.md, "The round problem"). Nothing is recomputed: this is
+what the round recorded. JOB is a job ID, or namespace/job.
 `, jobReadOptions, "Explain", c.ownFlags)
 }
 
