@@ -370,3 +370,68 @@ func Sorted(set map[string]bool) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// SectionRef is a reference by name to a section of a Markdown file, as
+// prose and help texts write it: allocator/README.md, "The round problem"
+// (or allocator/README.md ("The round problem")).
+type SectionRef struct {
+	Line          int
+	File, Section string
+}
+
+var sectionRefRE = regexp.MustCompile(`([A-Za-z0-9_./-]*[A-Za-z0-9_-]\.md),?\s+\(?"([^"]+)"`)
+
+// SectionRefs returns the section references of a text (Markdown or Go).
+// A quoted phrase continued on the next line (a wrapped help text) is
+// joined, its indentation and comment markers dropped.
+func SectionRefs(text string) []SectionRef {
+	var refs []SectionRef
+	lines := strings.Split(text, "\n")
+	for i := range lines {
+		joined := lines[i]
+		if i+1 < len(lines) {
+			joined += " " + strings.TrimLeft(strings.TrimSpace(lines[i+1]), "/ ")
+		}
+		for _, m := range sectionRefRE.FindAllStringSubmatchIndex(joined, -1) {
+			if m[0] >= len(lines[i]) {
+				continue // starts on the next line: found there
+			}
+			refs = append(refs, SectionRef{Line: i + 1, File: joined[m[2]:m[3]], Section: joined[m[4]:m[5]]})
+		}
+	}
+	return refs
+}
+
+// Headings returns a Markdown document's headings, without the #s and
+// with backticks dropped.
+func Headings(md string) []string {
+	var hs []string
+	inFence := ""
+	for _, line := range strings.Split(md, "\n") {
+		trimmed := strings.TrimLeft(line, " ")
+		if f := fenceOf(trimmed); f != "" {
+			if inFence == "" {
+				inFence = f
+			} else if strings.HasPrefix(trimmed, inFence) {
+				inFence = ""
+			}
+			continue
+		}
+		if inFence == "" && strings.HasPrefix(line, "#") {
+			hs = append(hs, strings.ReplaceAll(strings.TrimSpace(strings.TrimLeft(line, "#")), "`", ""))
+		}
+	}
+	return hs
+}
+
+// HasSection reports whether one of headings starts with section (case
+// and backticks aside): a reference may name a heading's first words.
+func HasSection(headings []string, section string) bool {
+	want := strings.ToLower(strings.ReplaceAll(section, "`", ""))
+	for _, h := range headings {
+		if strings.HasPrefix(strings.ToLower(h), want) {
+			return true
+		}
+	}
+	return false
+}

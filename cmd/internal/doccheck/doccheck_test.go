@@ -80,3 +80,22 @@ func TestLinksAndAnchors(t *testing.T) {
 		t.Errorf("Slug = %q", got)
 	}
 }
+
+func TestSectionRefs(t *testing.T) {
+	text := "see allocator/README.md, \"The round problem\", and\n" +
+		"// is documented in allocator/README.md (\"Round instance\n" +
+		"//   format\"); and README.md \"Licence\"\nnot a ref: a.md and \"x\"\n"
+	got := SectionRefs(text)
+	want := []SectionRef{
+		{Line: 1, File: "allocator/README.md", Section: "The round problem"},
+		{Line: 2, File: "allocator/README.md", Section: "Round instance format"},
+		{Line: 3, File: "README.md", Section: "Licence"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("SectionRefs:\n got %+v\nwant %+v", got, want)
+	}
+	hs := Headings("# A\n```\n# not\n```\n## Round instance format (`fftctl round FILE`)\n")
+	if !HasSection(hs, "round instance format (fftctl") || HasSection(hs, "not") || HasSection(hs, "instance") {
+		t.Errorf("HasSection over %q", hs)
+	}
+}

@@ -329,3 +329,41 @@ func tail(out []byte) string {
 	}
 	return string(out)
 }
+
+// TestSectionRefsResolve checks the references by name to a doc's section
+// (allocator/README.md, "The round problem") in the docs and in the Go sources, whose
+// help texts print them: the file exists and has a heading that starts so.
+func TestSectionRefsResolve(t *testing.T) {
+	root := root(t)
+	out, err := exec.Command("git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard", "*.md", "*.go").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v (not a git checkout)", err)
+	}
+	checked := 0
+	for _, file := range strings.Fields(string(out)) {
+		b, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			continue // deleted in the work tree
+		}
+		for _, ref := range SectionRefs(string(b)) {
+			target := ""
+			for _, cand := range []string{filepath.Join(filepath.Dir(file), ref.File), ref.File} {
+				if _, err := os.Stat(filepath.Join(root, cand)); err == nil {
+					target = cand
+					break
+				}
+			}
+			if target == "" {
+				t.Errorf("%s:%d: %s, %q: no such file beside it or from the repository root", file, ref.Line, ref.File, ref.Section)
+				continue
+			}
+			if !HasSection(Headings(read(t, root, target)), ref.Section) {
+				t.Errorf("%s:%d: %s, %q: %s has no heading that starts so", file, ref.Line, ref.File, ref.Section, target)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Error("found no section reference to check; is SectionRefs broken?")
+	}
+}
