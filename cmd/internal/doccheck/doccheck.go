@@ -8,8 +8,11 @@ package doccheck
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 )
 
 // Span is a piece of code in a Markdown file: an inline code span or a
@@ -430,6 +433,182 @@ func HasSection(headings []string, section string) bool {
 	want := strings.ToLower(strings.ReplaceAll(section, "`", ""))
 	for _, h := range headings {
 		if strings.HasPrefix(strings.ToLower(h), want) {
+			return true
+		}
+	}
+	return false
+}
+
+// SpecPaths returns the dotted paths of every attribute and block an HCL
+// schema (a Nomad plugin's config or task config spec) declares, true for
+// an attribute and false for a block: "fake" false, "fake.gpu" false,
+// "fake.gpu.model" true, ...
+func SpecPaths(spec *hclspec.Spec) map[string]bool {
+	paths := map[string]bool{}
+	var walk func(prefix string, s *hclspec.Spec)
+	join := func(prefix, name string) string {
+		if prefix == "" {
+			return name
+		}
+		return prefix + "." + name
+	}
+	walk = func(prefix string, s *hclspec.Spec) {
+		if s == nil {
+			return
+		}
+		switch {
+		case s.GetObject() != nil:
+			for _, v := range s.GetObject().GetAttributes() {
+				walk(prefix, v)
+			}
+		case s.GetAttr() != nil:
+			paths[join(prefix, s.GetAttr().GetName())] = true
+		case s.GetDefault() != nil:
+			walk(prefix, s.GetDefault().GetPrimary())
+		case s.GetBlockValue() != nil:
+			p := join(prefix, s.GetBlockValue().GetName())
+			paths[p] = false
+			walk(p, s.GetBlockValue().GetNested())
+		case s.GetBlockList() != nil:
+			p := join(prefix, s.GetBlockList().GetName())
+			paths[p] = false
+			walk(p, s.GetBlockList().GetNested())
+		case s.GetBlockSet() != nil:
+			p := join(prefix, s.GetBlockSet().GetName())
+			paths[p] = false
+			walk(p, s.GetBlockSet().GetNested())
+		case s.GetBlockMap() != nil:
+			p := join(prefix, s.GetBlockMap().GetName())
+			paths[p] = false
+			walk(p, s.GetBlockMap().GetNested())
+		}
+	}
+	walk("", spec)
+	return paths
+}
+
+// Section returns the text of a Markdown document under the heading that
+// starts with heading, up to the next heading of the same or a higher
+// level; "" when there is none.
+func Section(md, heading string) string {
+	lines := strings.Split(md, "\n")
+	for i, line := range lines {
+		level := len(line) - len(strings.TrimLeft(line, "#"))
+		if level == 0 || !strings.HasPrefix(strings.TrimSpace(line[level:]), heading) {
+			continue
+		}
+		end := len(lines)
+		for j := i + 1; j < len(lines); j++ {
+			if l := len(lines[j]) - len(strings.TrimLeft(lines[j], "#")); l > 0 && l <= level && strings.HasPrefix(lines[j][l:], " ") {
+				end = j
+				break
+			}
+		}
+		return strings.Join(lines[i+1:end], "\n")
+	}
+	return ""
+}
+
+var (
+	hclBlockRE = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_-]*)(?:\s+"[^"]*")*\s*\{\s*(?:#.*)?$`)
+	hclAttrRE  = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_-]*)\s*=`)
+	// hclOneLineRE is a block on one line: name { key = value }.
+	hclOneLineRE = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_-]*)(?:\s+"[^"]*")*\s*\{\s*([A-Za-z_][A-Za-z0-9_-]*)\s*=.*\}\s*(?:#.*)?$`)
+)
+
+// HCLConfigKeys returns the keys set inside the `config` blocks of an HCL
+// snippet, as dotted paths relative to the block, and whether each config
+// block sits in a `plugin` block (an agent's plugin config) or not (a
+// task's). It reads one attribute or block opening a line, as the docs
+// write them; a `}` closes the innermost block.
+func HCLConfigKeys(hcl string) (plugin, task []string) {
+	var stack []string
+	configAt := -1
+	inPlugin := false
+	for _, raw := range strings.Split(hcl, "\n") {
+		line := strings.TrimSpace(raw)
+		switch {
+		case strings.HasPrefix(line, "}"):
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+			if len(stack) <= configAt {
+				configAt = -1
+			}
+			continue
+		case hclOneLineRE.MatchString(line):
+			m := hclOneLineRE.FindStringSubmatch(line)
+			if configAt >= 0 {
+				base := append(slices.Clone(stack[configAt+1:]), m[1])
+				for _, p := range []string{strings.Join(base, "."), strings.Join(append(base, m[2]), ".")} {
+					if inPlugin {
+						plugin = append(plugin, p)
+					} else {
+						task = append(task, p)
+					}
+				}
+			}
+		case hclBlockRE.MatchString(line):
+			name := hclBlockRE.FindStringSubmatch(line)[1]
+			if configAt >= 0 {
+				path := strings.Join(append(slices.Clone(stack[configAt+1:]), name), ".")
+				if inPlugin {
+					plugin = append(plugin, path)
+				} else {
+					task = append(task, path)
+				}
+			}
+			if name == "config" && configAt < 0 {
+				configAt = len(stack)
+				inPlugin = slices.Contains(stack, "plugin")
+			}
+			stack = append(stack, name)
+			if strings.HasSuffix(line, "}") {
+				stack = stack[:len(stack)-1]
+			}
+		case hclAttrRE.MatchString(line) && configAt >= 0:
+			name := hclAttrRE.FindStringSubmatch(line)[1]
+			path := strings.Join(append(slices.Clone(stack[configAt+1:]), name), ".")
+			if inPlugin {
+				plugin = append(plugin, path)
+			} else {
+				task = append(task, path)
+			}
+		}
+	}
+	return plugin, task
+}
+
+// bulletKeyRE matches "`key` (`" and "`a`, `b` (`" (keys sharing a type).
+var (
+	bulletKeyRE = regexp.MustCompile("((?:`[a-z_][a-z0-9_.]*`,\\s*)*`[a-z_][a-z0-9_.]*`) \\(`")
+	keyRE       = regexp.MustCompile("`([a-z_][a-z0-9_.]*)`")
+)
+
+// BulletKeys returns the keys a section documents as "- `key` (`type`:
+// default): ..." bullets (several may share a bullet), with their lines
+// relative to the section.
+func BulletKeys(section string) []string {
+	var keys []string
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(strings.TrimLeft(line, " "), "- ") {
+			continue
+		}
+		for _, m := range bulletKeyRE.FindAllStringSubmatch(line, -1) {
+			for _, k := range keyRE.FindAllStringSubmatch(m[1], -1) {
+				keys = append(keys, k[1])
+			}
+		}
+	}
+	return keys
+}
+
+// DocumentedAs reports whether key, as a doc writes it (a leaf such as
+// "model" or a dotted suffix such as "progress.pattern"), names one of
+// paths.
+func DocumentedAs(key string, paths map[string]bool) bool {
+	for p := range paths {
+		if p == key || strings.HasSuffix(p, "."+key) {
 			return true
 		}
 	}

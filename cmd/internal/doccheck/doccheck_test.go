@@ -99,3 +99,47 @@ func TestSectionRefs(t *testing.T) {
 		t.Errorf("HasSection over %q", hs)
 	}
 }
+
+func TestHCLConfigKeys(t *testing.T) {
+	hcl := `plugin "nomad-device-fft" {
+  config {
+    enabled = true  # a comment
+    fake {
+      health_file = "/x"
+      gpu { model = "A" }
+      gpu {
+        count = 2
+      }
+    }
+  }
+}
+task "t" {
+  driver = "fft"
+  config {
+    command = "python3"
+    progress {
+      pattern = "x"
+    }
+  }
+  resources { cpu = 1 }
+}`
+	plugin, task := HCLConfigKeys(hcl)
+	if want := []string{"enabled", "fake", "fake.health_file", "fake.gpu", "fake.gpu.model", "fake.gpu", "fake.gpu.count"}; !reflect.DeepEqual(plugin, want) {
+		t.Errorf("plugin keys %v, want %v", plugin, want)
+	}
+	if want := []string{"command", "progress", "progress.pattern"}; !reflect.DeepEqual(task, want) {
+		t.Errorf("task keys %v, want %v", task, want)
+	}
+}
+
+func TestBulletKeysAndSection(t *testing.T) {
+	md := "# T\n## Agent configuration\n\n- `a` (`bool`: `true`): x, see `b`.\n  - `c.d` (`string`): y\n- `e`, `f` (`string`: `\"\"`): z\n- `not` a key\n### Sub\n- `g` (`number`)\n## Next\n- `h` (`bool`)\n"
+	sec := Section(md, "Agent configuration")
+	if got, want := BulletKeys(sec), []string{"a", "c.d", "e", "f", "g"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("BulletKeys = %v, want %v", got, want)
+	}
+	paths := map[string]bool{"x.c.d": true, "a": true}
+	if !DocumentedAs("c.d", paths) || !DocumentedAs("d", paths) || DocumentedAs("c", paths) || DocumentedAs("b", paths) {
+		t.Error("DocumentedAs: a key names a path or a dotted suffix of one, nothing else")
+	}
+}

@@ -13,6 +13,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/nomad/plugins/shared/hclspec"
+
+	"github.com/nomad-fft/nomad-fft/driver/device"
+	"github.com/nomad-fft/nomad-fft/driver/task"
 )
 
 // The repository's docs, checked against the binaries built from the same
@@ -365,5 +370,75 @@ func TestSectionRefsResolve(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Error("found no section reference to check; is SectionRefs broken?")
+	}
+}
+
+// TestPluginConfigDocs checks the plugins' documented configuration
+// against their schemas, both ways: every key an HCL example sets in a
+// config block and every key a bullet documents exists in the schema,
+// and every attribute of the schema is documented.
+func TestPluginConfigDocs(t *testing.T) {
+	root := root(t)
+	deviceSpec, _ := (&device.Plugin{}).ConfigSchema()
+	driverSpec, _ := (&task.Driver{}).ConfigSchema()
+	taskSpec, _ := (&task.Driver{}).TaskConfigSchema()
+	for _, tc := range []struct {
+		doc, heading string
+		spec         *hclspec.Spec
+		agent        bool // an agent's plugin block, not a task's config
+	}{
+		{"cmd/nomad-device-fft/README.md", "Agent configuration", deviceSpec, true},
+		{"cmd/nomad-driver-fft/README.md", "Agent configuration", driverSpec, true},
+		{"cmd/nomad-driver-fft/README.md", "Task configuration", taskSpec, false},
+	} {
+		paths := SpecPaths(tc.spec)
+		if len(paths) == 0 {
+			t.Fatalf("%s: the schema has no keys", tc.doc)
+		}
+		sec := Section(read(t, root, tc.doc), tc.heading)
+		if sec == "" {
+			t.Errorf("%s: no section %q", tc.doc, tc.heading)
+			continue
+		}
+		examples := 0
+		for _, s := range Spans(sec) {
+			if !s.Fenced || s.Info != "hcl" {
+				continue
+			}
+			plugin, taskKeys := HCLConfigKeys(s.Text)
+			keys := taskKeys
+			if tc.agent {
+				keys = plugin
+			}
+			for _, k := range keys {
+				examples++
+				if _, ok := paths[k]; !ok {
+					t.Errorf("%s, %q: the example sets %s, which the schema lacks (it has %v)", tc.doc, tc.heading, k, Sorted(paths))
+				}
+			}
+		}
+		if examples == 0 {
+			t.Errorf("%s, %q: no hcl example sets a key of the config block", tc.doc, tc.heading)
+		}
+		documented := BulletKeys(sec)
+		for _, k := range documented {
+			if !DocumentedAs(k, paths) {
+				t.Errorf("%s, %q: documents `%s`, which the schema lacks", tc.doc, tc.heading, k)
+			}
+		}
+		for p, attr := range paths {
+			if !attr {
+				continue
+			}
+			found := false
+			for _, k := range documented {
+				if p == k || strings.HasSuffix(p, "."+k) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("%s, %q: the schema's %s is not documented (a bullet \"- `%s` (`type`: default): ...\")", tc.doc, tc.heading, p, p)
+			}
+		}
 	}
 }
