@@ -7,9 +7,14 @@ package doccheck
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
@@ -613,4 +618,77 @@ func DocumentedAs(key string, paths map[string]bool) bool {
 		}
 	}
 	return false
+}
+
+// TableKeys returns the backticked names in the first cell of each row of
+// the Markdown tables in a section (a cell may name several:
+// "`fft_a`, `fft_b`"), header and rule rows aside.
+func TableKeys(section string) []string {
+	var keys []string
+	for _, line := range strings.Split(section, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "|") || strings.HasPrefix(line, "|---") || strings.HasPrefix(line, "| ---") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 {
+			continue
+		}
+		for _, m := range codeRE.FindAllStringSubmatch(cells[1], -1) {
+			keys = append(keys, m[1])
+		}
+	}
+	return keys
+}
+
+var codeRE = regexp.MustCompile("`([^`]+)`")
+
+// GoConst is a constant declared in Go source: its name, its type as
+// written ("" when untyped) and its value when it is a string literal.
+type GoConst struct {
+	Name, Type, Value string
+}
+
+// GoConsts returns the string constants of a Go package's source files
+// (tests left out), and every string literal of them (for names passed
+// straight to a constructor, such as metric names).
+func GoConsts(files map[string]string) (consts []GoConst, literals []string, err error) {
+	fset := token.NewFileSet()
+	for name, src := range files {
+		f, err := parser.ParseFile(fset, name, src, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.GenDecl:
+				if n.Tok != token.CONST {
+					return true
+				}
+				for _, spec := range n.Specs {
+					vs := spec.(*ast.ValueSpec)
+					typ := ""
+					if vs.Type != nil {
+						typ = types.ExprString(vs.Type)
+					}
+					for i, id := range vs.Names {
+						if i < len(vs.Values) {
+							if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+								v, _ := strconv.Unquote(lit.Value)
+								consts = append(consts, GoConst{Name: id.Name, Type: typ, Value: v})
+							}
+						}
+					}
+				}
+			case *ast.BasicLit:
+				if n.Kind == token.STRING {
+					if v, err := strconv.Unquote(n.Value); err == nil {
+						literals = append(literals, v)
+					}
+				}
+			}
+			return true
+		})
+	}
+	return consts, literals, nil
 }

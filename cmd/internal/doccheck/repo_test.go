@@ -16,6 +16,10 @@ import (
 
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/live"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/telemetry"
 	"github.com/nomad-fft/nomad-fft/driver/device"
 	"github.com/nomad-fft/nomad-fft/driver/task"
 )
@@ -442,3 +446,169 @@ func TestPluginConfigDocs(t *testing.T) {
 		}
 	}
 }
+
+// goPackage reads the non-test Go files of the packages under dirs
+// (relative to root; each dir and its subfolders).
+func goPackage(t *testing.T, root string, dirs ...string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	for _, dir := range dirs {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+				b, err := os.ReadFile(path)
+				if err != nil {
+					return err
+				}
+				files[path] = string(b)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return files
+}
+
+// TestReferencesComplete checks the references of cmd/fft-allocator's
+// README against the code, both ways: the fft. jobspec keys, the Consul KV
+// layout, the metrics and the reason codes each list every one the code
+// has and none it lacks.
+func TestReferencesComplete(t *testing.T) {
+	root := root(t)
+	const doc = "cmd/fft-allocator/README.md"
+	md := read(t, root, doc)
+	for _, tc := range []struct {
+		name, heading string
+		dirs          []string
+		// code picks the names the code declares from its constants and
+		// string literals; documented maps a table key to such a name.
+		code       func(consts []GoConst, literals []string) map[string]bool
+		documented func(key string) (string, bool)
+	}{{
+		name: "jobspec keys", heading: "The jobspec contract", dirs: []string{"allocator/jobmeta"},
+		code: func(consts []GoConst, _ []string) map[string]bool {
+			set := map[string]bool{}
+			for _, c := range consts {
+				if strings.HasPrefix(c.Name, "Key") && strings.HasPrefix(c.Value, "fft.") {
+					set[c.Value] = true
+				}
+			}
+			return set
+		},
+		documented: func(key string) (string, bool) { return key, strings.HasPrefix(key, "fft.") },
+	}, {
+		name: "Consul keys", heading: "Consul KV layout", dirs: []string{"allocator/consulstore"},
+		code: func(consts []GoConst, _ []string) map[string]bool {
+			set := map[string]bool{}
+			for _, c := range consts {
+				if (strings.HasPrefix(c.Name, "key") || strings.HasPrefix(c.Name, "dir")) && c.Value != "" {
+					set[c.Value] = true
+				}
+			}
+			return set
+		},
+		documented: func(key string) (string, bool) {
+			rest, ok := strings.CutPrefix(key, "<prefix>/")
+			if !ok {
+				return "", false
+			}
+			// "/jobs/<chunk>" is the directory "/jobs/"; "/ledger" a key.
+			if i := strings.Index(rest, "<"); i >= 0 {
+				rest = rest[:i]
+			}
+			return rest, true
+		},
+	}, {
+		// The metrics the service serves, from its own registry after a round.
+		name: "metrics", heading: "Metrics and audit events",
+		code: func([]GoConst, []string) map[string]bool { return servedMetrics(t) },
+		documented: func(key string) (string, bool) { return key, metricRE.MatchString(key) },
+	}, {
+		name: "reason codes", heading: "Reason codes", dirs: []string{"allocator"},
+		code: func(consts []GoConst, _ []string) map[string]bool {
+			set := map[string]bool{}
+			for _, c := range consts {
+				if c.Type == "ReasonCode" || c.Type == "allocator.ReasonCode" {
+					set[c.Value] = true
+				}
+			}
+			return set
+		},
+		documented: func(key string) (string, bool) { return key, true },
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var consts []GoConst
+			var literals []string
+			var err error
+			if tc.dirs != nil {
+				consts, literals, err = GoConsts(goPackage(t, root, tc.dirs...))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			code := tc.code(consts, literals)
+			if len(code) == 0 {
+				t.Fatalf("found no %s in %v", tc.name, tc.dirs)
+			}
+			sec := Section(md, tc.heading)
+			if sec == "" {
+				t.Fatalf("%s has no section %q", doc, tc.heading)
+			}
+			docs := map[string]bool{}
+			for _, key := range TableKeys(sec) {
+				if name, ok := tc.documented(key); ok {
+					docs[name] = true
+				}
+			}
+			for name := range code {
+				if !docs[name] {
+					t.Errorf("%s, %q: the code has %q, the table does not", doc, tc.heading, name)
+				}
+			}
+			for name := range docs {
+				if !code[name] {
+					t.Errorf("%s, %q: the table has %q, the code (%v) does not", doc, tc.heading, name, tc.dirs)
+				}
+			}
+		})
+	}
+}
+
+var metricRE = regexp.MustCompile(`^fft_[a-z_]+$`)
+
+// servedMetrics returns the names of the fft_ metrics the service's
+// registry serves after one recorded round with a running job, per-job
+// series on.
+func servedMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	rec := &loop.RoundRecord{Round: 1, Start: time.Now().UTC().Format(time.RFC3339Nano),
+		Models: []allocator.Model{{Name: "A100", GPUs: 2}}, Usage: map[string]int{"A100": 1},
+		Jobs:   []loop.JobAudit{{ID: "default/a", Model: "A100", GPUs: 1, Action: loop.ActionStart}},
+		Phases: map[string]float64{"1-observe": 0.01}, Status: "optimal"}
+	st := live.Status{Rounds: 1, Leading: true, Last: rec, NextRound: 2,
+		Jobs: map[string]loop.JobRecord{"default/a": {Status: loop.StatusRunning}}}
+	m := telemetry.New(staticStatus(st), telemetry.WithPerJob(true))
+	m.ObserveRound(rec, nil)
+	fams, err := m.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, f := range fams {
+		if metricRE.MatchString(f.GetName()) {
+			names[f.GetName()] = true
+		}
+	}
+	return names
+}
+
+type staticStatus live.Status
+
+func (s staticStatus) Status() live.Status { return live.Status(s) }
