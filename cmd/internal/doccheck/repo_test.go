@@ -528,7 +528,7 @@ func TestReferencesComplete(t *testing.T) {
 	}, {
 		// The metrics the service serves, from its own registry after a round.
 		name: "metrics", heading: "Metrics and audit events",
-		code: func([]GoConst, []string) map[string]bool { return servedMetrics(t) },
+		code:       func([]GoConst, []string) map[string]bool { return servedMetrics(t) },
 		documented: func(key string) (string, bool) { return key, metricRE.MatchString(key) },
 	}, {
 		name: "reason codes", heading: "Reason codes", dirs: []string{"allocator"},
