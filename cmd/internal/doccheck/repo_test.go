@@ -3,6 +3,7 @@ package doccheck
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -612,3 +613,49 @@ func servedMetrics(t *testing.T) map[string]bool {
 type staticStatus live.Status
 
 func (s staticStatus) Status() live.Status { return live.Status(s) }
+
+// TestReferencesGenerated checks that cmd/fftctl/REFERENCE.md and
+// cmd/fft-allocator/REFERENCE.md are what the built binaries' help prints
+// (one help builder, cmd/internal/helptext, for both); with
+// FFT_UPDATE_DOCS=1 it writes them.
+func TestReferencesGenerated(t *testing.T) {
+	root := root(t)
+	bin := binaries(t)
+	host, _ := os.Hostname()
+	// fft-allocator's -id defaults to this host and process.
+	pid := regexp.MustCompile(regexp.QuoteMeta(host) + `-[0-9]+`)
+	norm := func(s string) string {
+		if host != "" {
+			s = pid.ReplaceAllString(s, "<hostname>-<pid>")
+		}
+		return strings.TrimRight(s, "\n")
+	}
+	const regen = "FFT_UPDATE_DOCS=1 go test ./cmd/internal/doccheck -run TestReferencesGenerated"
+	fftctl := filepath.Join(bin, "fftctl")
+	var b strings.Builder
+	fmt.Fprintf(&b, "# fftctl reference\n\nGenerated from `fftctl -h` and `fftctl <command> -h` by `%s`;\n`make test` fails when this file and the help differ. The guide is [README.md](README.md).\n", regen)
+	top := help(t, fftctl, "-h")
+	fmt.Fprintf(&b, "\n```\n%s\n```\n", norm(top))
+	for _, m := range subcommandRE.FindAllStringSubmatch(top, -1) {
+		fmt.Fprintf(&b, "\n## fftctl %s\n\n```\n%s\n```\n", m[1], norm(help(t, fftctl, m[1], "-h")))
+	}
+	var a strings.Builder
+	fmt.Fprintf(&a, "# fft-allocator reference\n\nGenerated from `fft-allocator -h` by `%s`;\n`make test` fails when this file and the help differ. The guide is [README.md](README.md).\n", regen)
+	fmt.Fprintf(&a, "\n```\n%s\n```\n", norm(help(t, filepath.Join(bin, "fft-allocator"), "-h")))
+	for file, want := range map[string]string{
+		"cmd/fftctl/REFERENCE.md":        b.String(),
+		"cmd/fft-allocator/REFERENCE.md": a.String(),
+	} {
+		path := filepath.Join(root, file)
+		if os.Getenv("FFT_UPDATE_DOCS") == "1" {
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != want {
+			t.Errorf("%s is not what the help prints (%v); regenerate it: %s", file, err, regen)
+		}
+	}
+}
