@@ -91,7 +91,7 @@ type simulateOptions struct {
 func (c *SimulateCommand) Synopsis() string { return "Compare scheduling policies by simulation" }
 
 func (c *SimulateCommand) Help() string {
-	return helpText("simulate [options]", `
+	return helpText("simulate [options]", fmt.Sprintf(`
 Runs scheduling policies on the same workload and cluster in a
 deterministic discrete-round simulator that drives the fft-allocator's own
 round loop, and prints a table per arrival rate, averaged over the seeds.
@@ -100,12 +100,12 @@ trace, and plots (JCT CDF, finish-time-fairness CDF, utilisation over
 time; PNG and SVG) to -out.
 
 With no options: 12 V100 + 12 P100 + 12 K80, 300 jobs of Gavel's
-multi-GPU Philly-like generator at 0.6 jobs/hour, seed 0, the 14 policies
--policies names (-list has them all), on the fft-allocator's own schedule
-(-min-round-gap 5s; 0s for Gavel's fixed rounds). The ratio columns
-divide each policy's value by the first policy's at the same rate. -wide
-prints every metric; -json every run's full summary.
-`, 0, "Simulate", c.ownFlags)
+multi-GPU Philly-like generator at 0.6 jobs/hour, seed 0, the %d policies
+of -policies' default (-list has them all), on the fft-allocator's own
+schedule (-min-round-gap 5s; 0s for Gavel's fixed rounds). The ratio
+columns divide each policy's value by the first policy's at the same rate.
+-wide prints every metric; -json every run's full summary.
+`, len(splitList(defaultSimPolicies))), 0, "Simulate", c.ownFlags)
 }
 
 func (c *SimulateCommand) ownFlags(fs *flag.FlagSet) {
