@@ -451,6 +451,10 @@ type counterfactual struct {
 	minUsage    int
 }
 
+// errNoRoom: the model has fewer GPUs (left by jobs the record cannot
+// price) than the job needs.
+var errNoRoom = errors.New("not enough GPUs on the model")
+
 // keptOn solves rec's round again from its recorded costs with job id
 // forced onto model: the other jobs the round considered (those running
 // and those it did not select) share the rest of the GPUs, and the round
@@ -510,7 +514,7 @@ func keptOn(rec *loop.RoundRecord, id, model string) (counterfactual, error) {
 	rest := &solver.Problem{Capacity: slices.Clone(p.Capacity), MinUsage: max(0, pack.Usage-d)}
 	rest.Capacity[m] -= d
 	if rest.Capacity[m] < 0 {
-		return cf, fmt.Errorf("%s has %d GPUs, job %s needs %d", model, p.Capacity[m], id, d)
+		return cf, fmt.Errorf("%w: %s has %d, job %s needs %d", errNoRoom, model, p.Capacity[m], id, d)
 	}
 	var others []loop.JobAudit
 	for j, ja := range jobs {

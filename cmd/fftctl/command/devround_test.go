@@ -1,13 +1,18 @@
 package command
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/solver"
 )
 
 const h100 = "NVIDIA H100 80GB HBM3"
@@ -150,5 +155,79 @@ func TestPathExport(t *testing.T) {
 		if got := pathExport(nomadBin, consulBin, onPath(tc.found)); got != tc.want {
 			t.Errorf("%s: pathExport = %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// On rounds the solver decided, keeping a waiting job on any model it may
+// use never gives a lower total than the round's own (it was optimal), and
+// the recorded total is the solver's objective: the explanation adds up.
+func TestKeptOnPropertyOnSolvedRounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(22, 1))
+	models := []string{h100, a100, v100}
+	checked := 0
+	for n := 0; n < 500; n++ {
+		m := 1 + rng.IntN(3)
+		p := &solver.Problem{}
+		rec := loop.RoundRecord{Round: n}
+		for i := 0; i < m; i++ {
+			p.Capacity = append(p.Capacity, 1+rng.IntN(4))
+			rec.Models = append(rec.Models, allocator.Model{Name: models[i], GPUs: p.Capacity[i]})
+		}
+		jobs := 2 + rng.IntN(6)
+		for j := 0; j < jobs; j++ {
+			p.Size = append(p.Size, 1+rng.IntN(4))
+			for i := 0; i < m; i++ {
+				c := math.Inf(1)
+				if rng.Float64() < 0.8 {
+					c = math.Round((rng.Float64()*4-3)*1000) / 1000
+				}
+				p.Cost = append(p.Cost, c)
+			}
+		}
+		pack, err := solver.MaxUsage(context.Background(), p, solver.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.MinUsage = pack.Usage
+		res, err := solver.Solve(context.Background(), p, solver.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < jobs; j++ {
+			ja := loop.JobAudit{ID: fmt.Sprintf("default/j%d", j), GPUs: p.Size[j]}
+			for i := 0; i < m; i++ {
+				if c := p.Cost[j*m+i]; !math.IsInf(c, 1) {
+					ja.Options = append(ja.Options, allocator.Terms{Model: models[i], Cost: c})
+					if res.Choice[j] == i {
+						ja.Model, ja.Chosen, ja.Action = models[i], ja.Options[len(ja.Options)-1], loop.ActionKeep
+					}
+				}
+			}
+			if ja.Model == "" {
+				ja.ReasonCode = allocator.CodeNotSelected
+			}
+			rec.Jobs = append(rec.Jobs, ja)
+		}
+		for _, ja := range rec.Jobs {
+			if ja.Model != "" {
+				continue
+			}
+			for _, o := range ja.Options {
+				cf, err := keptOn(&rec, ja.ID, o.Model)
+				if errors.Is(err, solver.ErrInfeasible) || errors.Is(err, errNoRoom) {
+					continue // it cannot be kept there: K(t), or the model is too small
+				}
+				if err != nil {
+					t.Fatalf("round %d, %s on %s: %v", n, ja.ID, o.Model, err)
+				}
+				if math.Abs(cf.chosen-res.Objective) > 1e-9 || cf.total < cf.chosen-1e-9 {
+					t.Fatalf("round %d, %s kept on %s: total %g, the round's %g (solver %g)", n, ja.ID, o.Model, cf.total, cf.chosen, res.Objective)
+				}
+				checked++
+			}
+		}
+	}
+	if checked < 100 {
+		t.Errorf("only %d counterfactuals checked", checked)
 	}
 }
