@@ -341,11 +341,11 @@ func tail(out []byte) string {
 }
 
 // TestSectionRefsResolve checks the references by name to a doc's section
-// (allocator/README.md, "The round problem") in the docs and in the Go sources, whose
+// (allocator/README.md, "The round problem") in the docs, the Makefile, .ci and the Go sources, whose
 // help texts print them: the file exists and has a heading that starts so.
 func TestSectionRefsResolve(t *testing.T) {
 	root := root(t)
-	out, err := exec.Command("git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard", "*.md", "*.go").Output()
+	out, err := exec.Command("git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard", "*.md", "*.go", "Makefile", ".ci/*").Output()
 	if err != nil {
 		t.Skipf("git ls-files: %v (not a git checkout)", err)
 	}
