@@ -120,7 +120,7 @@ bench-load:
 	cd e2e/agents/nomad && FFT_E2E=1 FFT_NOMAD_BIN=$$nomad_bin FFT_CONSUL_BIN=$$consul_bin \
 		$(GO) test -run '^$$' -bench WarmRound -benchtime 3x -timeout 40m ./allocator/
 
-## bench: the solver targets of README.md ("Solver speed").
+## bench: the solver targets of allocator/solver/README.md ("Speed").
 bench:
 	$(GO) test -run '^$$' -bench Decide -benchmem -count 5 ./allocator/
 

@@ -129,7 +129,7 @@ type Objective string
 const (
 	// ObjectivePaper is Eq. 6 as the paper writes it: the credit
 	// rho_j * theta_j^i is in work units squared, so it depends on the
-	// unit the job declares its work in (fft.md, "Known properties").
+	// unit the job declares its work in (allocator/README.md, "The unit-free objective").
 	ObjectivePaper Objective = "paper"
 	// ObjectiveUnits (our option) writes the volume, switching and
 	// credit terms in GPU-rounds: the credit is

@@ -46,7 +46,7 @@ type JobState struct {
 	Arrival int     `json:"arrival"`
 	Work    float64 `json:"work"`
 	// Tau is the round at which the job would finish with a dedicated
-	// 1/|A(t)| share of every GPU model (fft.md, "our choice"), or its
+	// 1/|A(t)| share of every GPU model (our choice: allocator/README.md, "The round problem"), or its
 	// weighted share w_j / sum_k w_k when jobs carry weights.
 	Tau float64 `json:"tau"`
 	// Rho is the fairness compensation of Eq. 5; it starts at 0.

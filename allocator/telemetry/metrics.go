@@ -24,7 +24,7 @@ type StatusSource interface {
 
 // Buckets of the duration histograms, in seconds. A round is Nomad and Consul round trips
 // plus a solve: tens of milliseconds on a small cluster, seconds at thousands of jobs
-// (README.md "Solver speed"), bounded by the round length.
+// (allocator/solver/README.md, "Speed"), bounded by the round length.
 var (
 	roundBuckets = prometheus.ExponentialBuckets(0.005, 2, 14)  // 5 ms .. 41 s
 	solveBuckets = prometheus.ExponentialBuckets(0.0005, 2, 16) // 0.5 ms .. 16 s

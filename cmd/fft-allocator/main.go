@@ -26,6 +26,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/telemetry"
 	"github.com/nomad-fft/nomad-fft/allocator/ui"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
+	"github.com/nomad-fft/nomad-fft/cmd/internal/helptext"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/version"
 )
 
@@ -100,8 +101,8 @@ func parse(args []string, stderr io.Writer) (_ *flags, err error) {
 	fs := flag.NewFlagSet("fft-allocator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
+		// The same help builder as fftctl's (and the generated REFERENCE.md).
+		fmt.Fprint(stderr, usage+"\n"+helptext.Flags(fs)+"\n")
 	}
 	fs.BoolVar(&f.version, "version", false, "Print the version and the commit it was built from, and exit.")
 	fs.StringVar(&f.config, "config", "", "An HCL (or .json) configuration file; flags given on the command line override it, and it overrides the environment.")

@@ -47,7 +47,7 @@ func (c *AuditCommand) Run(args []string) int {
 	}
 	recs, err := store.ReadRounds(context.Background(), c.since)
 	if err != nil {
-		return c.fail("Error reading the audit log from Consul at %s: %v", c.conn.consulAddress(), err)
+		return c.fail("Error reading the audit log from Consul at %s: %v%s", c.conn.consulAddress(), err, consulHint(err, c.conn.consulAddress()))
 	}
 	rows := auditRows(recs, id)
 	if c.asJSON {

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
+	"math"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -17,9 +21,11 @@ import (
 	consul "github.com/hashicorp/consul/api"
 	nomad "github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/placement"
+	"github.com/nomad-fft/nomad-fft/allocator/solver"
 	"github.com/nomad-fft/nomad-fft/cmd/fftctl/devcluster"
 	"github.com/nomad-fft/nomad-fft/jobspecs"
 )
@@ -201,8 +207,10 @@ func (c *DevCommand) run(ctx context.Context, cluster *devcluster.Cluster) int {
 	defer stopFollowing()
 	followed := make(chan error, 1)
 	go func() {
+		var prev *loop.RoundRecord
 		followed <- followRounds(followCtx, store, func(rec *loop.RoundRecord) error {
-			c.Ui.Output(formatRound(rec, time.Local))
+			c.Ui.Output(formatRound(rec, endedStatus(followCtx, store, ended(prev, rec)), time.Local))
+			prev = rec
 			shown++
 			if c.rounds > 0 && shown >= c.rounds {
 				return errEnough
@@ -321,6 +329,24 @@ func gangSize(job *nomad.Job) int {
 	return 0
 }
 
+// endedStatus looks up the ledger status of the jobs that left the queue;
+// one that cannot be read shows as stopped.
+func endedStatus(ctx context.Context, store *consulstore.Store, ids []string) map[string]string {
+	if len(ids) == 0 {
+		return nil
+	}
+	status := map[string]string{}
+	ledger, err := store.Load(ctx)
+	for _, id := range ids {
+		if err == nil {
+			status[id] = ledger.Jobs[id].Status
+		} else {
+			status[id] = ""
+		}
+	}
+	return status
+}
+
 // readyText tells the user where the cluster is and what to try.
 func readyText(cl *devcluster.Cluster, workload []sampleJob) string {
 	job := "JOB"
@@ -331,6 +357,10 @@ func readyText(cl *devcluster.Cluster, workload []sampleJob) string {
 	var b strings.Builder
 	b.WriteString("==> The dev cluster is up. In another terminal:\n\n")
 	fmt.Fprintf(&b, "      export NOMAD_ADDR=%s CONSUL_HTTP_ADDR=%s\n", cl.NomadAddr, cl.ConsulAddr)
+	bin := cl.Binaries()
+	if line := pathExport(bin.Nomad, bin.Consul, exec.LookPath); line != "" {
+		fmt.Fprintf(&b, "      %-46s # the agents' own CLIs: nomad alloc stop, consul kv get\n", line)
+	}
 	for _, l := range [][2]string{
 		{ctl + " status", "the queue and the GPU models"},
 		{ctl + " explain " + job, "why a job runs where it does, or waits"},
@@ -343,6 +373,35 @@ func readyText(cl *devcluster.Cluster, workload []sampleJob) string {
 	}
 	fmt.Fprintf(&b, "\n    Logs and data are in %s. Ctrl-C stops the cluster.\n\n==> Rounds", cl.Dir())
 	return b.String()
+}
+
+// pathExport returns the line that puts the agents the cluster runs on
+// PATH, so that `nomad` and `consul` in another terminal are the same
+// versions (make dev builds them into .cache/agents, off PATH); "" when
+// PATH already finds both there.
+func pathExport(nomadBin, consulBin string, lookPath func(string) (string, error)) string {
+	var dirs []string
+	for _, b := range [][2]string{{"nomad", nomadBin}, {"consul", consulBin}} {
+		if b[1] == "" {
+			continue
+		}
+		abs, err := filepath.Abs(b[1])
+		if err != nil {
+			abs = b[1]
+		}
+		if found, err := lookPath(b[0]); err == nil {
+			if f, err := filepath.Abs(found); err == nil && f == abs {
+				continue
+			}
+		}
+		if dir := filepath.Dir(abs); !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
+		}
+	}
+	if len(dirs) == 0 {
+		return ""
+	}
+	return "export PATH=" + strings.Join(dirs, ":") + ":$PATH"
 }
 
 // selfName is how to run this fftctl from the working directory: its
@@ -387,23 +446,35 @@ func followRounds(ctx context.Context, s *consulstore.Store, each func(*loop.Rou
 	}
 }
 
-// changeWhy says why a change was worth its restart, from the cost terms
-// the round recorded (policies without them record none): the round's
-// optimum took the start or the move at this cost, its restart priced in;
-// a park gives the GPUs to jobs whose costs are lower. It is "" without
-// terms.
-func changeWhy(ja loop.JobAudit) string {
-	if ja.Model != "" {
-		c := ja.Chosen
-		if c.Model == "" {
-			return ""
-		}
-		return fmt.Sprintf(": cost %.3g with its restart priced in (%.3g)", c.Cost, c.Switch)
+// startWhy says why a start or a move was worth its restart, from the cost
+// terms the round recorded (policies without them record none): the
+// round's optimum took it at this cost, its restart priced in. It is ""
+// without terms.
+func startWhy(ja loop.JobAudit) string {
+	c := ja.Chosen
+	if c.Model == "" {
+		return ""
 	}
-	if ja.ReasonCode == loop.CodeParkedByOperator {
+	return fmt.Sprintf(": cost %.3g with its restart priced in (%.3g)", c.Cost, c.Switch)
+}
+
+// parkWhy says why a round parked a job, in terms that add up: a round
+// minimises the sum of its jobs' costs, so one job's cost beside another's
+// does not explain a park (a gang needs the GPUs of several smaller jobs,
+// and the round must keep K(t) GPUs busy). It solves the round's recorded
+// costs again with the job kept on its best model, and says what the
+// round's total would have been and which jobs would have given way. It
+// falls back to the recorded reason without terms.
+func parkWhy(ja loop.JobAudit, rec *loop.RoundRecord) string {
+	switch {
+	case ja.ReasonCode == loop.CodeParkedByOperator:
 		return ": parked by an operator"
-	}
-	if len(ja.Options) == 0 {
+	case ja.ReasonCode == loop.CodeUnhealthyGPU:
+		return ": " + ja.Reason
+	case len(ja.Options) == 0 || rec.OptionsOmitted:
+		if ja.Reason != "" {
+			return ": " + ja.Reason
+		}
 		return ""
 	}
 	best := ja.Options[0]
@@ -412,18 +483,182 @@ func changeWhy(ja loop.JobAudit) string {
 			best = o
 		}
 	}
-	return fmt.Sprintf(": its best option (%s) costs %.3g; the GPUs went to jobs that cost less", best.Model, best.Cost)
+	cf, err := keptOn(rec, ja.ID, best.Model)
+	kept := fmt.Sprintf(": kept on %s (cost %.3g)", best.Model, best.Cost)
+	switch {
+	case errors.Is(err, solver.ErrInfeasible):
+		return fmt.Sprintf("%s, the round could not keep %d GPUs busy, as it must (K(t))", kept, cf.minUsage)
+	case err != nil || cf.total < cf.chosen:
+		// The record does not reproduce its round (a policy outside the
+		// solver, a job run to be measured): say only what was chosen.
+		return fmt.Sprintf(": its best option (%s) costs %.3g; the round's optimum left it waiting", best.Model, best.Cost)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s, the round would total %.3g, not %.3g", kept, cf.total, cf.chosen)
+	if len(cf.wait) > 0 {
+		fmt.Fprintf(&b, "; %s would wait", strings.Join(cf.wait, ", "))
+	}
+	if len(cf.moved) > 0 {
+		fmt.Fprintf(&b, "; %s would move", strings.Join(cf.moved, ", "))
+	}
+	return b.String()
+}
+
+// counterfactual is a round solved again with one job kept on a model.
+type counterfactual struct {
+	// chosen is the recorded decision's total cost, total the
+	// counterfactual's (the kept job's cost included).
+	chosen, total float64
+	// wait and moved are the jobs that ran in the round and would wait,
+	// or run on another model (with it, "b (to M)"), short IDs, sorted.
+	wait, moved []string
+	minUsage    int
+}
+
+// errNoRoom: the model has fewer GPUs (left by jobs the record cannot
+// price) than the job needs.
+var errNoRoom = errors.New("not enough GPUs on the model")
+
+// keptOn solves rec's round again from its recorded costs with job id
+// forced onto model: the other jobs the round considered (those running
+// and those it did not select) share the rest of the GPUs, and the round
+// must still keep K(t) of them busy.
+func keptOn(rec *loop.RoundRecord, id, model string) (counterfactual, error) {
+	var cf counterfactual
+	index := map[string]int{}
+	p := &solver.Problem{}
+	for i, m := range rec.Models {
+		index[m.Name] = i
+		p.Capacity = append(p.Capacity, m.GPUs)
+	}
+	var jobs []loop.JobAudit
+	forced := -1
+	for _, ja := range rec.Jobs {
+		if ja.Model != "" {
+			cf.chosen += ja.Chosen.Cost
+		}
+		considered := ja.Model != "" || ja.ReasonCode == allocator.CodeNotSelected || ja.ID == id
+		if !considered || ja.GPUs <= 0 || len(ja.Options) == 0 {
+			if ja.Model != "" {
+				// A job the record cannot price keeps its GPUs.
+				if i, ok := index[ja.Model]; ok {
+					p.Capacity[i] = max(0, p.Capacity[i]-ja.GPUs)
+				}
+			}
+			continue
+		}
+		if ja.ID == id {
+			forced = len(jobs)
+		}
+		jobs = append(jobs, ja)
+		p.Size = append(p.Size, ja.GPUs)
+		row := make([]float64, len(rec.Models))
+		for i := range row {
+			row[i] = math.Inf(1)
+		}
+		for _, o := range ja.Options {
+			if i, ok := index[o.Model]; ok {
+				row[i] = o.Cost
+			}
+		}
+		p.Cost = append(p.Cost, row...)
+	}
+	m, ok := index[model]
+	if forced < 0 || !ok {
+		return cf, fmt.Errorf("job %s or model %s is not in round %d", id, model, rec.Round)
+	}
+	ctx := context.Background()
+	pack, err := solver.MaxUsage(ctx, p, solver.Options{})
+	if err != nil {
+		return cf, err
+	}
+	// The job takes its GPUs on model; the others solve the rest.
+	kept := p.Cost[forced*len(rec.Models)+m]
+	d := p.Size[forced]
+	rest := &solver.Problem{Capacity: slices.Clone(p.Capacity), MinUsage: max(0, pack.Usage-d)}
+	rest.Capacity[m] -= d
+	if rest.Capacity[m] < 0 {
+		return cf, fmt.Errorf("%w: %s has %d, job %s needs %d", errNoRoom, model, p.Capacity[m], id, d)
+	}
+	var others []loop.JobAudit
+	for j, ja := range jobs {
+		if j == forced {
+			continue
+		}
+		others = append(others, ja)
+		rest.Size = append(rest.Size, p.Size[j])
+		rest.Cost = append(rest.Cost, p.Cost[j*len(rec.Models):(j+1)*len(rec.Models)]...)
+	}
+	cf.minUsage = pack.Usage
+	res, err := solver.Solve(ctx, rest, solver.Options{})
+	if err != nil {
+		return cf, err
+	}
+	cf.total = kept + res.Objective
+	for j, ja := range others {
+		switch choice := res.Choice[j]; {
+		case ja.Model == "":
+		case choice < 0:
+			cf.wait = append(cf.wait, shortID(ja.ID))
+		case rec.Models[choice].Name != ja.Model:
+			cf.moved = append(cf.moved, fmt.Sprintf("%s (to %s)", shortID(ja.ID), rec.Models[choice].Name))
+		}
+	}
+	sort.Strings(cf.wait)
+	sort.Strings(cf.moved)
+	return cf, nil
+}
+
+// ended returns the jobs that prev listed and rec does not, sorted: they
+// left the queue between the two rounds (finished, failed or stopped).
+func ended(prev, rec *loop.RoundRecord) []string {
+	if prev == nil {
+		return nil
+	}
+	now := map[string]bool{}
+	for _, ja := range rec.Jobs {
+		now[ja.ID] = true
+	}
+	for _, inv := range rec.Invalid {
+		now[inv.ID] = true
+	}
+	var gone []string
+	for _, ja := range prev.Jobs {
+		if !now[ja.ID] {
+			gone = append(gone, ja.ID)
+		}
+	}
+	sort.Strings(gone)
+	return gone
+}
+
+// endLine is the printout's line for a job that left the queue, by its
+// status in the ledger ("" when the ledger no longer has it).
+func endLine(id, status string) string {
+	switch status {
+	case loop.StatusFinished:
+		return fmt.Sprintf("    %-8s %s: its work is done", "finish", shortID(id))
+	case loop.StatusFailed:
+		return fmt.Sprintf("    %-8s %s: Nomad gave it up (its allocation failed)", "failed", shortID(id))
+	default:
+		return fmt.Sprintf("    %-8s %s: no longer registered (stopped)", "gone", shortID(id))
+	}
 }
 
 // formatRound renders one round record as a short block: what ran, the
-// GPUs busy per model, and each change the round made. It is pure.
-func formatRound(rec *loop.RoundRecord, loc *time.Location) string {
+// GPUs busy per model, the jobs that left the queue since the previous
+// round (ended: ID to ledger status) and each change the round made. It is
+// pure.
+func formatRound(rec *loop.RoundRecord, ended map[string]string, loc *time.Location) string {
 	at := rec.Start
 	if t, err := time.Parse(time.RFC3339Nano, rec.Start); err == nil {
 		at = t.In(loc).Format("15:04:05")
 	}
 	running, waiting, noFit := 0, 0, 0
 	var changes []string
+	for _, id := range slices.Sorted(maps.Keys(ended)) {
+		changes = append(changes, endLine(id, ended[id]))
+	}
 	for _, ja := range rec.Jobs {
 		switch {
 		case ja.Model != "":
@@ -439,13 +674,13 @@ func formatRound(rec *loop.RoundRecord, loc *time.Location) string {
 			if hosts := hostNames(rec, ja.Hosts); len(hosts) > 0 {
 				on += " (" + strings.Join(hosts, ", ") + ")"
 			}
-			why := changeWhy(ja)
+			why := startWhy(ja)
 			if m := moveOf(rec, ja.ID); m != nil {
 				why = fmt.Sprintf(": moved to make room for %s on one host, priced %.3g GPU-rounds", shortID(m.For), m.Price)
 			}
 			changes = append(changes, fmt.Sprintf("    %-8s %s on %s%s", ja.Action, shortID(ja.ID), on, why))
 		case loop.ActionPark:
-			changes = append(changes, fmt.Sprintf("    %-8s %s%s", ja.Action, shortID(ja.ID), changeWhy(ja)))
+			changes = append(changes, fmt.Sprintf("    %-8s %s%s", ja.Action, shortID(ja.ID), parkWhy(ja, rec)))
 		}
 	}
 	busy, total := 0, 0

@@ -35,8 +35,8 @@ Reads the latest round record in the audit log that mentions JOB and shows
 the decision: the GPU model chosen and the action taken, or why the job was
 not scheduled; its rho before and after the round; and the cost terms of
 every model it may use (cost = wait + volume + switch - credit, lowest wins;
-README.md, "The round problem"). Nothing is recomputed: this is what the
-round recorded. JOB is a job ID, or namespace/job.
+allocator/README.md, "The round problem"). Nothing is recomputed: this is
+what the round recorded. JOB is a job ID, or namespace/job.
 `, jobReadOptions, "Explain", c.ownFlags)
 }
 
@@ -59,7 +59,7 @@ func (c *ExplainCommand) Run(args []string) int {
 			c.conn.consulPrefix, c.conn.consulAddress(), id)
 	}
 	if err != nil {
-		return c.fail("Error reading the audit log from Consul at %s: %v", c.conn.consulAddress(), err)
+		return c.fail("Error reading the audit log from Consul at %s: %v%s", c.conn.consulAddress(), err, consulHint(err, c.conn.consulAddress()))
 	}
 	v := explainJob(rec, id)
 	if c.asJSON {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator/consulstore"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
+	"github.com/nomad-fft/nomad-fft/cmd/internal/helptext"
 )
 
 // options names the general options a command takes, by what it talks to.
@@ -115,46 +116,11 @@ func helpText(usage, description string, opts options, title string, own func(*f
 	return strings.TrimRight(b.String(), "\n")
 }
 
-// flagsUsage renders every flag of fs as "  -name=<kind>" and its text,
-// wrapped and indented, with the default when it is not the zero value;
-// a blank line separates flags.
-func flagsUsage(fs *flag.FlagSet) string {
-	var entries []string
-	fs.VisitAll(func(f *flag.Flag) {
-		var b strings.Builder
-		kind, usage := flag.UnquoteUsage(f)
-		if kind == "" {
-			fmt.Fprintf(&b, "  -%s\n", f.Name)
-		} else {
-			fmt.Fprintf(&b, "  -%s=<%s>\n", f.Name, kind)
-		}
-		switch f.DefValue {
-		case "", "false", "0", "0s", "[]":
-		default:
-			usage += fmt.Sprintf(" Defaults to %q.", f.DefValue)
-		}
-		b.WriteString(wrap(usage, "    ", 76))
-		entries = append(entries, b.String())
-	})
-	return strings.Join(entries, "\n\n")
-}
+// flagsUsage and wrap are the shared help builder's (cmd/internal/helptext),
+// which fft-allocator's help uses too.
+func flagsUsage(fs *flag.FlagSet) string { return helptext.Flags(fs) }
 
-// wrap breaks text into lines of at most width columns, each with indent.
-func wrap(text, indent string, width int) string {
-	var lines []string
-	line := indent
-	for _, word := range strings.Fields(text) {
-		if line != indent && len(line)+1+len(word) > width {
-			lines = append(lines, line)
-			line = indent
-		}
-		if line != indent {
-			line += " "
-		}
-		line += word
-	}
-	return strings.Join(append(lines, line), "\n")
-}
+func wrap(text, indent string, width int) string { return helptext.Wrap(text, indent, width) }
 
 // nomadClient returns the Nomad API client the general options describe.
 func (c *conn) nomadClient() (*nomad.Client, error) { return c.nomad.Nomad() }

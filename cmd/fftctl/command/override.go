@@ -107,14 +107,14 @@ func (c *ResumeCommand) Run(args []string) int {
 	ctx := context.Background()
 	all, err := store.Overrides(ctx)
 	if err != nil {
-		return c.fail("Error reading the overrides from Consul at %s: %v", c.conn.consulAddress(), err)
+		return c.fail("Error reading the overrides from Consul at %s: %v%s", c.conn.consulAddress(), err, consulHint(err, c.conn.consulAddress()))
 	}
 	o, ok := all[id]
 	if !ok {
 		return c.fail("Error: %s has no override to lift (fftctl status shows the jobs an operator parked or pinned)", id)
 	}
 	if err := store.LiftOverride(ctx, id); err != nil {
-		return c.fail("Error lifting the override of %s: %v%s", id, err, aclHint(err, store.OverrideKey(id)))
+		return c.fail("Error lifting the override of %s: %v%s%s", id, err, aclHint(err, store.OverrideKey(id)), consulHint(err, c.conn.consulAddress()))
 	}
 	c.Ui.Output(fmt.Sprintf("Lifted %s (%s); the next round schedules it as any other job", id, o))
 	return 0
@@ -128,7 +128,7 @@ func (c *overrideFlags) set(arg string, o loop.Override) int {
 	}
 	o.By, o.Note, o.At = c.by, c.note, time.Now().UTC()
 	if err := store.SetOverride(context.Background(), id, o); err != nil {
-		return c.fail("Error writing the override of %s: %v%s", id, err, aclHint(err, store.OverrideKey(id)))
+		return c.fail("Error writing the override of %s: %v%s%s", id, err, aclHint(err, store.OverrideKey(id)), consulHint(err, c.conn.consulAddress()))
 	}
 	c.Ui.Output(fmt.Sprintf("%s: %s, from the next round until fftctl resume", id, o))
 	return 0

@@ -76,7 +76,7 @@ func (c *ReportCommand) Run(args []string) int {
 	}
 	if a := c.allocator.resolve(getenv); a.addr != "" {
 		if err := reportHTTP(context.Background(), a, id, getenv("NOMAD_TOKEN"), done); err != nil {
-			return c.fail("Error reporting progress to the fft-allocator at %s: %v", a.addr, err)
+			return c.fail("Error reporting progress to the fft-allocator at %s: %v%s", a.addr, err, allocatorHint(err, a.addr))
 		}
 	} else {
 		store, err := c.conn.store()
@@ -84,7 +84,7 @@ func (c *ReportCommand) Run(args []string) int {
 			return c.fail("Error: %v", err)
 		}
 		if err := store.ReportProgress(context.Background(), id, done); err != nil {
-			return c.fail("Error reporting progress to Consul at %s: %v", c.conn.consulAddress(), err)
+			return c.fail("Error reporting progress to Consul at %s: %v%s", c.conn.consulAddress(), err, consulHint(err, c.conn.consulAddress()))
 		}
 	}
 	if !c.quiet {

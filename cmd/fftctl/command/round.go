@@ -36,8 +36,8 @@ Usage: fftctl round [options] [FILE]
   round index and weights) as JSON from FILE, or from standard input when
   FILE is "-", solves FFT's round program exactly and prints the decision
   with every job's cost terms. Without FILE it solves the built-in example
-  round. The format is documented in README.md ("Round instance format");
-  "fftctl round -example" prints the example to start from.
+  round. The format is documented in allocator/README.md ("Round instance
+  format"); "fftctl round -example" prints the example to start from.
 
 Round Options:
 

@@ -66,12 +66,18 @@ func (c *RunCommand) Run(args []string) int {
 	if errors.As(err, &ce) {
 		return c.fail("%s", contractErrorText(ce))
 	}
+	nomadAddr := c.conn.nomad.NomadConfig().Address
+	if unreachable(err) {
+		// Nomad parses the jobspec, so without it the error would read
+		// like one in the jobspec.
+		return c.fail("Error: Nomad at %s is needed to parse the jobspec, and did not answer: %v%s", nomadAddr, err, nomadHint(err, nomadAddr))
+	}
 	if err != nil {
 		return c.fail("Error: %v", err)
 	}
 	resp, err := register(context.Background(), client, job)
 	if err != nil {
-		return c.fail("Error: %v", err)
+		return c.fail("Error: %v%s", err, nomadHint(err, nomadAddr))
 	}
 	id := *job.Namespace + "/" + *job.ID
 	c.Ui.Output(fmt.Sprintf("==> Job %q registered, held for FFT", id))

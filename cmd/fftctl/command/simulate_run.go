@@ -263,8 +263,9 @@ func notePolicyStats(w io.Writer, k runKey, stats map[string]float64) {
 	}
 }
 
-// writeRateOutputs draws one rate's plots and writes its first seed's
-// workload as a replayable trace (not for a trace, which is its own).
+// writeRateOutputs draws one rate's plots and writes each seed's workload
+// as a replayable trace (not for a trace, which is its own), so that every
+// seed's runs can be replayed and checked.
 func writeRateOutputs(o *simulateOptions, rate float64, first string, results map[runKey]*runOut, fromTrace bool) error {
 	if o.plots {
 		for _, s := range o.seeds {
@@ -276,17 +277,23 @@ func writeRateOutputs(o *simulateOptions, rate float64, first string, results ma
 	if fromTrace {
 		return nil
 	}
-	ro := results[runKey{first, rate, o.seeds[0]}]
-	if ro == nil || ro.err != nil {
-		return nil
-	}
 	models := make([]string, len(o.cluster))
 	for k, m := range o.cluster {
 		models[k] = m.Name
 	}
-	return writeFile(filepath.Join(o.out, fmt.Sprintf("workload-r%g-s%d.csv", rate, o.seeds[0])), func(w io.Writer) error {
-		return workload.WriteTrace(w, ro.log.Jobs, models)
-	})
+	for _, seed := range o.seeds {
+		ro := results[runKey{first, rate, seed}]
+		if ro == nil || ro.err != nil {
+			continue
+		}
+		err := writeFile(filepath.Join(o.out, fmt.Sprintf("workload-r%g-s%d.csv", rate, seed)), func(w io.Writer) error {
+			return workload.WriteTrace(w, ro.log.Jobs, models)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // printResults prints the table, or with -json every run's summary.

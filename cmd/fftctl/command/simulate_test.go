@@ -49,28 +49,30 @@ func TestSimulate(t *testing.T) {
 			t.Errorf("output %s missing or empty: %v", f, err)
 		}
 	}
-	// The written workload replays to the same FIFO result.
-	code, out2, errb := simulate("-policies", "fifo", "-trace", filepath.Join(dir, "workload-r1-s0.csv"), "-cluster", "v100=8,p100=8,k80=8",
-		"-out", t.TempDir(), "-plots=false", "-json", "-quiet", "-reference", "none")
-	if code != 0 {
-		t.Fatalf("replay: exit %d; stderr:\n%s", code, errb)
-	}
-	var orig, replay struct {
-		Measured int          `json:"measured"`
-		JCT      metrics.Stat `json:"jct_s"`
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "summary-fifo-r1-s0.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &orig); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal([]byte(out2), &replay); err != nil {
-		t.Fatalf("replay JSON: %v\n%s", err, out2)
-	}
-	if replay.Measured != 30 || math.Abs(replay.JCT.Mean-orig.JCT.Mean) > 1e-6*orig.JCT.Mean {
-		t.Errorf("replay: %d jobs, mean JCT %v; original %d, %v", replay.Measured, replay.JCT.Mean, orig.Measured, orig.JCT.Mean)
+	// Every seed's written workload replays to the same FIFO result.
+	for _, rs := range []string{"r1-s0", "r1-s1", "r2-s0", "r2-s1"} {
+		code, out2, errb := simulate("-policies", "fifo", "-trace", filepath.Join(dir, "workload-"+rs+".csv"), "-cluster", "v100=8,p100=8,k80=8",
+			"-out", t.TempDir(), "-plots=false", "-json", "-quiet", "-reference", "none")
+		if code != 0 {
+			t.Fatalf("replay %s: exit %d; stderr:\n%s", rs, code, errb)
+		}
+		var orig, replay struct {
+			Measured int          `json:"measured"`
+			JCT      metrics.Stat `json:"jct_s"`
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "summary-fifo-"+rs+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &orig); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(out2), &replay); err != nil {
+			t.Fatalf("replay %s JSON: %v\n%s", rs, err, out2)
+		}
+		if replay.Measured != 30 || math.Abs(replay.JCT.Mean-orig.JCT.Mean) > 1e-6*orig.JCT.Mean {
+			t.Errorf("replay %s: %d jobs, mean JCT %v; original %d, %v", rs, replay.Measured, replay.JCT.Mean, orig.Measured, orig.JCT.Mean)
+		}
 	}
 }
 
@@ -169,6 +171,35 @@ func TestSimulateMinRoundGap(t *testing.T) {
 	}
 	if f, e := runs["0s"], runs["5s"]; f.Gap != 0 || f.Early != 0 || e.Gap != 5 || e.Early == 0 || !(e.Starvation.Mean < f.Starvation.Mean) {
 		t.Errorf("fixed rounds %+v, live schedule %+v: want gaps 0 and 5, early rounds only with the gap, and less waiting to start", f, e)
+	}
+}
+
+// Without -min-round-gap a run keeps the fft-allocator's own schedule
+// (its -min-round-gap default), so that the simulator's default is what
+// ships: it equals -min-round-gap 5s exactly.
+func TestSimulateDefaultScheduleIsTheAllocators(t *testing.T) {
+	base := []string{"-policies", "gavel-ftf", "-jobs", "20", "-plots=false", "-quiet", "-reference", "none", "-json"}
+	code, def, errb := simulate(append(base, "-out", t.TempDir())...)
+	if code != 0 {
+		t.Fatalf("default: exit %d; stderr:\n%s", code, errb)
+	}
+	code, live, errb := simulate(append(base, "-out", t.TempDir(), "-min-round-gap", "5s")...)
+	if code != 0 {
+		t.Fatalf("-min-round-gap 5s: exit %d; stderr:\n%s", code, errb)
+	}
+	// What the schedule decides (not the wall and solve times).
+	type run struct {
+		Gap    float64      `json:"min_round_gap_s"`
+		Rounds int          `json:"rounds"`
+		Early  int          `json:"early_rounds"`
+		JCT    metrics.Stat `json:"jct_s"`
+	}
+	var d, l run
+	if err := json.Unmarshal([]byte(def), &d); err != nil || d.Gap != 5 {
+		t.Errorf("default run: min_round_gap_s %v (%v), want 5, the allocator's default", d.Gap, err)
+	}
+	if err := json.Unmarshal([]byte(live), &l); err != nil || d != l || d.Early == 0 {
+		t.Errorf("the default run %+v differs from -min-round-gap 5s %+v (%v), or ran no early round", d, l, err)
 	}
 }
 

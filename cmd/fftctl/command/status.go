@@ -51,7 +51,7 @@ func (c *StatusCommand) Run(args []string) int {
 	}
 	v, err := readStatus(context.Background(), store)
 	if err != nil {
-		return c.fail("Error reading the ledger from Consul at %s: %v", c.conn.consulAddress(), err)
+		return c.fail("Error reading the ledger from Consul at %s: %v%s", c.conn.consulAddress(), err, consulHint(err, c.conn.consulAddress()))
 	}
 	if c.asJSON {
 		return c.outputJSON(v)

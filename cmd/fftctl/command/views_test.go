@@ -188,13 +188,13 @@ func TestFormatRound(t *testing.T) {
 		Wait("default/d", 1, 0, 0.1).
 		NoFit("default/e", "too big").
 		Invalid("default/f", "bad").Obj()
-	got := formatRound(r, time.UTC)
+	got := formatRound(r, nil, time.UTC)
 	for _, w := range []string{
 		"Round 3 at 10:00:00: 2 running, 2 waiting, 1 fit no model, 1 rejected (bad fft. meta); 4 of 6 GPUs busy",
 		"GPUs: " + a100 + " 2/2, " + v100 + " 2/4",
 		"start    a on " + a100, "migrate  team/b on " + v100, "park     c",
 		// Why each change was worth it, from the recorded terms.
-		"start    a on " + a100 + ": cost 5 with its restart priced in (0)", "park     c: its best option (" + a100 + ") costs 20",
+		"start    a on " + a100 + ": cost 5 with its restart priced in (0)", "park     c: kept on " + a100 + " (cost 20), the round would total",
 	} {
 		if !strings.Contains(got, w) {
 			t.Errorf("round block lacks %q:\n%s", w, got)
@@ -205,11 +205,11 @@ func TestFormatRound(t *testing.T) {
 	}
 	quiet := newRound(4).Model(a100, 2).Run("default/a", a100, 2, 0).Action(loop.ActionKeep).Obj()
 	quiet.Trigger = loop.TriggerSchedule
-	if got := formatRound(quiet, time.UTC); !strings.Contains(got, "Round 4 at 10:00:00: 1 running") || !strings.Contains(got, "; no changes") || strings.Count(got, "\n") != 1 {
+	if got := formatRound(quiet, nil, time.UTC); !strings.Contains(got, "Round 4 at 10:00:00: 1 running") || !strings.Contains(got, "; no changes") || strings.Count(got, "\n") != 1 {
 		t.Errorf("a scheduled round without changes:\n%s", got)
 	}
 	quiet.Trigger = loop.TriggerFinish
-	if got := formatRound(quiet, time.UTC); !strings.Contains(got, "Round 4 at 10:00:00 (early: finish): 1 running") {
+	if got := formatRound(quiet, nil, time.UTC); !strings.Contains(got, "Round 4 at 10:00:00 (early: finish): 1 running") {
 		t.Errorf("an early round does not say why it ran:\n%s", got)
 	}
 }

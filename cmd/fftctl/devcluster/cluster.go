@@ -250,6 +250,9 @@ func clientsReady(nc *nomad.Client, clients []GPUClient) error {
 // Dir is the cluster's state folder.
 func (c *Cluster) Dir() string { return c.cfg.Dir }
 
+// Binaries are the programs the cluster runs, as Start found them.
+func (c *Cluster) Binaries() Binaries { return c.cfg.Bin }
+
 // Logs lists the log file of every program started, by name.
 func (c *Cluster) Logs() map[string]string {
 	c.mu.Lock()

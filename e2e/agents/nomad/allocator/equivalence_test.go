@@ -94,7 +94,10 @@ func simulate(t *testing.T, dir string, jobs []equivJob, rounds, roundSeconds in
 	outDir := filepath.Join(dir, "sim-out")
 	cmd := exec.Command(testenv.MainBinary(t, "fftctl"), "simulate", "-trace", trace, "-policies", "fft",
 		"-cluster", fmt.Sprintf("%s=2,%s=2", modelV100, modelA100), "-round-seconds", fmt.Sprint(roundSeconds), "-restart-seconds", "30",
-		"-max-rounds", fmt.Sprint(rounds), "-records", "-plots=false", "-out", outDir, "-quiet")
+		"-max-rounds", fmt.Sprint(rounds), "-records", "-plots=false", "-out", outDir, "-quiet",
+		// Fixed rounds, as the live side runs them (-once, one round at a time); the
+		// simulator's default is the allocator's early-round schedule.
+		"-min-round-gap", "0s")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("fftctl simulate: %v\n%s", err, out)
 	}
