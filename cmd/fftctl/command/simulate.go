@@ -246,6 +246,14 @@ func (f *simulateFlags) check() (*simulateOptions, error) {
 		if o.adversaries, err = sim.ParseAdversaries(f.adversaries); err != nil {
 			return nil, fmt.Errorf("-adversaries: %w", err)
 		}
+		for _, a := range o.adversaries {
+			if f.learn && (a.Kind == sim.AdvOverReport || a.Kind == sim.AdvInflate) {
+				// Their reports stop growing, so they are never measured and
+				// the loop holds them (profile.go, maxProfileRounds): they
+				// never finish, and neither does the run.
+				return nil, fmt.Errorf("-adversaries %s with -learn: the liars' reports stop growing after one round, so they are never measured and are held for good (they gain nothing, but the run cannot end); use poison or split with -learn", a.Kind)
+			}
+		}
 	}
 	if o.big, err = workload.ParseBigJobs(f.bigJobs); err != nil {
 		return nil, fmt.Errorf("-big-jobs: %w", err)

@@ -102,6 +102,7 @@ func TestSimulateUsage(t *testing.T) {
 		{"stray argument", []string{"extra"}, 1, "takes no arguments"},
 		{"unknown adversary", []string{"-adversaries", "lie:0.1"}, 1, `-adversaries: adversary "lie:0.1": unknown kind "lie"`},
 		{"adversaries over 1", []string{"-adversaries", "split:0.6,inflate:0.5"}, 1, "sum to 1.1"},
+		{"over-report with learn", []string{"-adversaries", "over-report:0.1", "-learn"}, 1, "are held for good"},
 		{"missing trace", []string{"-trace", "/nonexistent/x.trace", "-quiet"}, 1, "loading trace"},
 		{"bad trace", []string{"-trace", "../../../allocator/workload/testdata/gavel_msr_small.trace", "-cluster", "v100=36,p100=36,k80=36", "-quiet"}, 1, `field "scale_factor" = "16"`},
 	} {
