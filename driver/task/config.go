@@ -29,7 +29,6 @@ const (
 // configSpec is the agent's `plugin "nomad-driver-fft" { config { … } }` block.
 var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"allocator_address": hclspec.NewDefault(hclspec.NewAttr("allocator_address", "string", false), hclspec.NewLiteral(`""`)),
-	"allocator_token":   hclspec.NewDefault(hclspec.NewAttr("allocator_token", "string", false), hclspec.NewLiteral(`""`)),
 	// The allocator's HTTPS: its CA, and this client's certificate pair for an allocator with
 	// -tls-verify-https-client (the key names of Nomad's own consul and vault blocks).
 	"allocator_ca_file":   hclspec.NewDefault(hclspec.NewAttr("allocator_ca_file", "string", false), hclspec.NewLiteral(`""`)),
@@ -57,8 +56,6 @@ var taskConfigSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 type Config struct {
 	// AllocatorAddress is the fft-allocator's HTTP address; empty: nothing is published.
 	AllocatorAddress string
-	// AllocatorToken is sent as a bearer token (the allocator does not check it yet).
-	AllocatorToken string
 	// AllocatorCAFile verifies an https allocator's certificate (else the system's roots
 	// do); AllocatorCertFile and AllocatorKeyFile are this client's certificate, for an
 	// allocator that requires one. PEM files, read at SetConfig.
@@ -72,7 +69,6 @@ type Config struct {
 
 type rawConfig struct {
 	AllocatorAddress  string `codec:"allocator_address"`
-	AllocatorToken    string `codec:"allocator_token"`
 	AllocatorCAFile   string `codec:"allocator_ca_file"`
 	AllocatorCertFile string `codec:"allocator_cert_file"`
 	AllocatorKeyFile  string `codec:"allocator_key_file"`
@@ -110,7 +106,6 @@ func ParseConfig(msgpack []byte) (Config, error) {
 		return Config{}, fmt.Errorf("%w: decoding MessagePack: %w", ErrInvalidConfig, err)
 	}
 	var errs fieldErrors
-	cfg.AllocatorToken = raw.AllocatorToken
 	if raw.AllocatorAddress != "" {
 		u, err := url.Parse(raw.AllocatorAddress)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

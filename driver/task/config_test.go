@@ -115,11 +115,12 @@ func TestPluginConfig(t *testing.T) {
 		{name: "defaults", hcl: `config {}`, want: Config{ReportPeriod: 10 * time.Second}},
 		{name: "everything", hcl: `config {
 			allocator_address = "http://127.0.0.1:4650/"
-			allocator_token = "s3cret"
 			report_period = "2s"
 			checkpoint_root = "/mnt/shared/ckpt/"
-		}`, want: Config{AllocatorAddress: "http://127.0.0.1:4650", AllocatorToken: "s3cret", ReportPeriod: 2 * time.Second, CheckpointRoot: "/mnt/shared/ckpt"}},
+		}`, want: Config{AllocatorAddress: "http://127.0.0.1:4650", ReportPeriod: 2 * time.Second, CheckpointRoot: "/mnt/shared/ckpt"}},
 		{name: "unknown key", hcl: `config { allocator = "x" }`, wantErr: `No argument or block type is named "allocator"`},
+		// Reports carry each task's own workload identity; a shared static token is gone.
+		{name: "allocator_token removed", hcl: `config { allocator_token = "s3cret" }`, wantErr: `No argument or block type is named "allocator_token"`},
 		{name: "address without scheme", hcl: `config { allocator_address = "127.0.0.1:4650" }`,
 			wantErr: `invalid nomad-driver-fft config: allocator_address: want an http(s) URL such as "http://127.0.0.1:4650", got "127.0.0.1:4650"`},
 		{name: "bad period", hcl: `config { report_period = "soon" }`, wantErr: `report_period: invalid duration "soon"`},

@@ -236,7 +236,7 @@ func (d *Driver) track(cfg *drivers.TaskConfig, st taskState, exec executor.Exec
 	conf, pub, _ := d.settings()
 	h := &taskHandle{
 		exec: exec, pluginClient: client, logger: logger, taskConfig: cfg, state: st,
-		gpus: gpus{Model: st.GPUModel, IDs: st.GPUIDs}, follow: fol,
+		gpus: gpus{Model: st.GPUModel, IDs: st.GPUIDs}, follow: fol, identity: newIdentitySource(cfg),
 		procState: drivers.TaskStateRunning, doneCh: make(chan struct{}),
 	}
 	h.emit = func(msg string, ann map[string]string) {
