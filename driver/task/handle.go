@@ -28,7 +28,7 @@ type taskHandle struct {
 	follow       *follower
 	// identity is where the task's workload identity is read for each report.
 	identity identitySource
-	emit         func(msg string, annotations map[string]string)
+	emit     func(msg string, annotations map[string]string)
 
 	mu          sync.RWMutex
 	procState   drivers.TaskState
