@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 )
 
 // TaskIdentity is who a verified token belongs to: one task of one
@@ -73,41 +72,6 @@ func (o *handlerOptions) authorize(r *http.Request, ns, job string) (string, *au
 		return "", &authError{http.StatusForbidden, fmt.Sprintf("token of a task of job %q (allocation %s) cannot report for job %q: a job reports only for itself", id.Namespace+"/"+id.JobID, id.AllocID, ns+"/"+job)}
 	}
 	return id.AllocID, nil
-}
-
-// lastReports remembers, per job, the last report this replica took and
-// the allocation it came from, so a report never goes backwards within
-// one allocation. A lower report from a new allocation is the job
-// resuming from its last checkpoint, and is taken.
-type lastReports struct {
-	mu   sync.Mutex
-	jobs map[string]lastReport
-}
-
-type lastReport struct {
-	alloc string
-	done  float64
-}
-
-// check returns why done cannot follow the last report of job id from
-// alloc, or "".
-func (l *lastReports) check(id, alloc string, done float64) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	last, ok := l.jobs[id]
-	if ok && alloc != "" && last.alloc == alloc && done < last.done {
-		return fmt.Sprintf("done = %g is below this allocation's last report %g: progress only goes back when a new allocation resumes from a checkpoint", done, last.done)
-	}
-	return ""
-}
-
-func (l *lastReports) record(id, alloc string, done float64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.jobs == nil {
-		l.jobs = map[string]lastReport{}
-	}
-	l.jobs[id] = lastReport{alloc, done}
 }
 
 // jobWork is the work of job id as the ledger this replica last loaded

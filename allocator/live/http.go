@@ -28,7 +28,8 @@ import (
 // standby replica takes reports as well as the leader. With
 // WithTaskVerifier it also answers 401 without a token and 403 for a token
 // that is not one of the job's own tasks, and 409 for a report below the
-// last one from the same allocation. A report beyond the job's work is 400.
+// stored one from the same allocation (checked against the store, so it
+// holds across replicas). A report beyond the job's work is 400.
 // From a task:
 //
 //	curl -fsS -X PUT -H "X-Nomad-Token: $NOMAD_TOKEN" --data 42 http://127.0.0.1:4650/v1/progress/$NOMAD_NAMESPACE/$NOMAD_JOB_ID
@@ -83,7 +84,6 @@ const maxProgressBody = 1 << 10
 const progressUsage = report.Usage
 
 func progressHandler(s *Service, o *handlerOptions) http.Handler {
-	var last lastReports
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rep, ok := s.loop.Store().(loop.ProgressReporter)
 		if !ok {
@@ -125,16 +125,17 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("done = %g is beyond the job's fft.work = %g: report the work units done so far, at most the job's work", done, work))
 			return
 		}
-		if why := last.check(id, alloc, done); why != "" {
-			writeError(w, http.StatusConflict, why)
+		err = storeReport(r.Context(), rep, id, alloc, rp)
+		var behind *loop.BehindError
+		switch {
+		case errors.As(err, &behind):
+			writeError(w, http.StatusConflict, behind.Error())
 			return
-		}
-		if err := storeReport(r.Context(), rep, id, rp); err != nil {
+		case err != nil:
 			s.opts.log.Warn("storing a progress report failed", "job", id, "done", done, "error", err)
 			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("storing the report failed, retry: %v", err))
 			return
 		}
-		last.record(id, alloc, done)
 		s.opts.log.Debug("progress reported", "job", id, "done", done, "alloc", alloc)
 		writeJSON(w, http.StatusOK, map[string]any{"job": id, "done": done})
 	})

@@ -146,6 +146,9 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 		if job.JobModifyIndex != nil {
 			j.ModifyIndex = *job.JobModifyIndex
 		}
+		if job.CreateIndex != nil {
+			j.CreateIndex = *job.CreateIndex
+		}
 		observeAllocs(&j, byJob[key], dead[key])
 		j.UnhealthyGPU = holdsUnhealthy(byJob[key], unhealthy)
 		snap.Jobs = append(snap.Jobs, j)
