@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/nomad-fft/nomad-fft/allocator/jobid"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
@@ -81,10 +82,9 @@ func (s *Store) LiftOverride(ctx context.Context, id string) error {
 	return nil
 }
 
-// checkJobID checks a "namespace/job" ID.
+// checkJobID checks a "namespace/job" ID (package jobid): a key below the
+// prefix must never step out of its folder.
 func checkJobID(id string) error {
-	if id == "" || strings.Count(id, "/") != 1 || strings.HasPrefix(id, "/") || strings.HasSuffix(id, "/") {
-		return fmt.Errorf("job %q: expected \"namespace/job\"", id)
-	}
-	return nil
+	_, _, err := jobid.Split(id)
+	return err
 }

@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"io"
 	"net/http"
-	"strings"
 
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
+
+	"github.com/nomad-fft/nomad-fft/allocator/jobid"
 	"github.com/nomad-fft/nomad-fft/allocator/report"
 )
 
@@ -91,12 +92,11 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 			return
 		}
 		ns, job := r.PathValue("namespace"), r.PathValue("job")
-		for _, seg := range []struct{ name, v string }{{"namespace", ns}, {"job", job}} {
-			// An escaped slash (%2F) would make the ID ambiguous.
-			if seg.v == "" || strings.Contains(seg.v, "/") {
-				writeError(w, http.StatusBadRequest, fmt.Sprintf("path %s %q: expected one non-empty path segment: PUT /v1/progress/<namespace>/<job>", seg.name, seg.v))
-				return
-			}
+		// As Nomad names them, and one Consul key step each: an escaped slash (%2F) or a
+		// ".." (%2E%2E) would name another key.
+		if err := jobid.Check(ns, job); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("path %v: PUT /v1/progress/<namespace>/<job>", err))
+			return
 		}
 		alloc, denied := o.authorize(r, ns, job)
 		if denied != nil {
