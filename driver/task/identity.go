@@ -59,11 +59,10 @@ func (s identitySource) token() (string, error) {
 // readNoFollow reads at most limit bytes of the regular file at path, refusing a symbolic
 // link in its last component (O_NOFOLLOW) and anything that is not a regular file.
 func readNoFollow(path string, limit int64) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	fh, err := openNoFollow(path)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
-	fh := os.NewFile(uintptr(fd), path)
 	defer fh.Close()
 	fi, err := fh.Stat()
 	if err != nil {
@@ -80,4 +79,13 @@ func readNoFollow(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%q is over %d bytes", path, limit)
 	}
 	return buf.Bytes(), nil
+}
+
+// openNoFollow opens path for reading, refusing a symbolic link in its last component.
+func openNoFollow(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }

@@ -35,9 +35,13 @@ type followState struct {
 	// index and the bytes of it consumed.
 	LogIndex  int   `json:"log_index"`
 	LogOffset int64 `json:"log_offset"`
-	// BadLines counts progress lines that did not parse.
-	BadLines int              `json:"bad_lines"`
-	Tracker  progress.Tracker `json:"tracker"`
+	// BadLines counts progress lines that did not parse (or were over maxReadBytes).
+	BadLines int `json:"bad_lines"`
+	// SkipProgressLine and SkipLogLine are true while the rest of an overlong line of the
+	// progress file or the stdout log is being skipped.
+	SkipProgressLine bool             `json:"skip_progress_line,omitempty"`
+	SkipLogLine      bool             `json:"skip_log_line,omitempty"`
+	Tracker          progress.Tracker `json:"tracker"`
 	// Checkpoint is the latest checkpoint the driver saw written.
 	Checkpoint *checkpointRecord `json:"checkpoint,omitempty"`
 }
