@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // TaskIdentity is who a verified token belongs to: one task of one
@@ -45,10 +46,11 @@ func requestToken(r *http.Request) string {
 	return ""
 }
 
-// authError is a refused report: its HTTP code and message.
+// authError is a refused report: its HTTP code and message, and for 429 when to retry.
 type authError struct {
-	code int
-	msg  string
+	code       int
+	msg        string
+	retryAfter time.Duration
 }
 
 // authorize checks that the request's token belongs to a task of job ns/job.
@@ -59,17 +61,28 @@ func (o *handlerOptions) authorize(r *http.Request, ns, job string) (string, *au
 	}
 	token := requestToken(r)
 	if token == "" {
-		return "", &authError{http.StatusUnauthorized, "no token: send the task's workload identity (NOMAD_TOKEN, from the task's identity { env = true } block) as the X-Nomad-Token header"}
+		return "", &authError{code: http.StatusUnauthorized, msg: "no token: send the task's workload identity (secrets/nomad_token from the task's identity { file = true } block, or NOMAD_TOKEN from identity { env = true }) as the X-Nomad-Token header"}
 	}
-	id, err := o.verifier.VerifyTask(r.Context(), token)
+	id, known := o.verified.get(token)
+	var err error
+	if !known {
+		// Each new token costs a Nomad call: bounded over all jobs.
+		if ok, wait := o.verifications.take(""); !ok {
+			return "", &authError{http.StatusTooManyRequests, "too many new tokens to verify with Nomad; retry later", wait}
+		}
+		id, err = o.verifier.VerifyTask(r.Context(), token)
+		if err == nil {
+			o.verified.put(token, id)
+		}
+	}
 	switch {
 	case errors.Is(err, ErrTokenRefused):
 		// The message starts with ErrTokenRefused's text, less the package.
-		return "", &authError{http.StatusForbidden, fmt.Sprintf("%s: send the workload identity of a running task of job %q", strings.TrimPrefix(err.Error(), "live: "), ns+"/"+job)}
+		return "", &authError{code: http.StatusForbidden, msg: fmt.Sprintf("%s: send the workload identity of a running task of job %q", strings.TrimPrefix(err.Error(), "live: "), ns+"/"+job)}
 	case err != nil:
-		return "", &authError{http.StatusServiceUnavailable, fmt.Sprintf("verifying the token with Nomad failed, retry: %v", err)}
+		return "", &authError{code: http.StatusServiceUnavailable, msg: fmt.Sprintf("verifying the token with Nomad failed, retry: %v", err)}
 	case id.Namespace != ns || id.JobID != job:
-		return "", &authError{http.StatusForbidden, fmt.Sprintf("token of a task of job %q (allocation %s) cannot report for job %q: a job reports only for itself", id.Namespace+"/"+id.JobID, id.AllocID, ns+"/"+job)}
+		return "", &authError{code: http.StatusForbidden, msg: fmt.Sprintf("token of a task of job %q (allocation %s) cannot report for job %q: a job reports only for itself", id.Namespace+"/"+id.JobID, id.AllocID, ns+"/"+job)}
 	}
 	return id.AllocID, nil
 }

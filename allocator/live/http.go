@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
 
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 
@@ -25,7 +27,8 @@ import (
 // number (42) or JSON ({"done": 42}). The answer is 200 with what was
 // stored; 400 with a message naming the field and the fix when the body or
 // the path is wrong; 503 when the store failed (retry); 501 when the store
-// takes no reports. It only writes the store (ProgressReporter), so a
+// takes no reports; 429 (with Retry-After) when the job sends more reports
+// than WithReportLimits allows, or too many new tokens come to verify. It only writes the store (ProgressReporter), so a
 // standby replica takes reports as well as the leader. With
 // WithTaskVerifier it also answers 401 without a token and 403 for a token
 // that is not one of the job's own tasks, and 409 for a report below the
@@ -35,7 +38,11 @@ import (
 //
 //	curl -fsS -X PUT -H "X-Nomad-Token: $NOMAD_TOKEN" --data 42 http://127.0.0.1:4650/v1/progress/$NOMAD_NAMESPACE/$NOMAD_JOB_ID
 func Handler(s *Service, opts ...HandlerOption) http.Handler {
-	var o handlerOptions
+	o := handlerOptions{
+		perJob:        newBuckets(DefaultReportsPerSecond, DefaultReportBurst),
+		verifications: newBuckets(DefaultVerificationsPerSecond, DefaultVerificationBurst),
+		verified:      newVerifiedTokens(),
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -69,6 +76,10 @@ type HandlerOption func(*handlerOptions)
 type handlerOptions struct {
 	metrics, ui http.Handler
 	verifier    TaskVerifier
+	// perJob bounds each job's reports, verifications the new tokens sent to Nomad;
+	// verified remembers the tokens Nomad verified.
+	perJob, verifications *buckets
+	verified              *verifiedTokens
 }
 
 // WithMetrics serves h on GET /v1/metrics (package allocator/telemetry's Prometheus handler,
@@ -99,8 +110,17 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 			return
 		}
 		alloc, denied := o.authorize(r, ns, job)
+		if denied == nil {
+			if ok, wait := o.perJob.take(ns + "/" + job); !ok {
+				denied = &authError{code: http.StatusTooManyRequests, retryAfter: wait,
+					msg: fmt.Sprintf("job %q sent more than %g reports a second (burst %g); retry later", ns+"/"+job, o.perJob.rate, o.perJob.burst)}
+			}
+		}
 		if denied != nil {
 			s.opts.log.Warn("progress report refused", "job", ns+"/"+job, "error", denied.msg)
+			if denied.retryAfter > 0 {
+				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(denied.retryAfter.Seconds()))))
+			}
 			writeError(w, denied.code, denied.msg)
 			return
 		}

@@ -247,7 +247,7 @@ func FuzzHandler(f *testing.F) {
 	f.Add("PUT", "/v1/progress//a", "tok-a", "1")
 	f.Add("PUT", "/v1/progress/default/b", "tok-a", "1")
 	f.Add("PUT", "/v1/../v1/progress/default/a", "tok-a", "1")
-	documented := map[int]bool{200: true, 301: true, 307: true, 400: true, 401: true, 403: true, 404: true, 405: true, 409: true, 413: true, 503: true}
+	documented := map[int]bool{200: true, 301: true, 307: true, 400: true, 401: true, 403: true, 404: true, 405: true, 409: true, 413: true, 429: true, 503: true}
 	f.Fuzz(func(t *testing.T, method, path, token, body string) {
 		if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " \t\r\n#?") || method == "" || strings.ContainsAny(method, " \t\r\n/") {
 			return // not a request line a client can send

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -251,8 +250,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			hopts = append(hopts, live.WithTaskVerifier(nomadapi.NewIdentityVerifier(nc)))
 		}
 		// The server's own errors (refused TLS handshakes among them) go to the log.
-		srv := &http.Server{Handler: live.Handler(svc, hopts...), ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
+		srv := live.NewServer(live.Handler(svc, hopts...), live.DefaultServerLimits(),
+			log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}))
 		scheme := "http"
 		if f.tlsConfig != nil {
 			ln, scheme = tls.NewListener(ln, f.tlsConfig), "https"
