@@ -128,8 +128,8 @@ func eachGPURequest(job *api.Job, f func(tg *api.TaskGroup, d *api.RequestedDevi
 // GPUDemand returns d_j: the GPUs the job needs at once, the sum over its
 // task groups of count times the GPU device counts of its tasks (a device
 // block without count asks for 1). The sum saturates: a demand beyond
-// jobmeta.MaxGPUs, a negative group count, or counts whose product or sum
-// would overflow give jobmeta.MaxGPUs+1, which jobmeta.Parse refuses
+// jobmeta.MaxGPUs, a negative group count, or a device or group count beyond
+// it (even in a group of count 0) give jobmeta.MaxGPUs+1, which jobmeta.Parse refuses
 // (device counts are uint64 in Nomad's API: 2^64-1 and 2 must not sum to 1).
 func GPUDemand(job *api.Job) int {
 	const over = jobmeta.MaxGPUs + 1

@@ -113,7 +113,8 @@ func twoDevices(a, b uint64) *api.Job {
 }
 
 // FuzzGPUDemand: whatever the counts, the demand is the exact sum when it is at most
-// jobmeta.MaxGPUs, and beyond MaxGPUs (so refused) otherwise; never negative or wrapped.
+// jobmeta.MaxGPUs, and beyond MaxGPUs (so refused) otherwise or when any one count is beyond it;
+// never negative or wrapped.
 func FuzzGPUDemand(f *testing.F) {
 	f.Add(uint64(2), uint64(1), 1, 1)
 	f.Add(uint64(math.MaxUint64), uint64(2), 1, 1)
@@ -126,10 +127,14 @@ func FuzzGPUDemand(f *testing.F) {
 		got := GPUDemand(job)
 		exact := new(big.Int).Mul(new(big.Int).SetUint64(a), big.NewInt(int64(countA)))
 		exact.Add(exact, new(big.Int).Mul(new(big.Int).SetUint64(b), big.NewInt(int64(countB))))
+		// A device or group count beyond MaxGPUs is refused even where the product is small
+		// (a group of count 0): it is no request anyone means.
+		const maxGPUs = jobmeta.MaxGPUs
+		absurd := countA < 0 || countB < 0 || a > maxGPUs || b > maxGPUs || countA > maxGPUs || countB > maxGPUs
 		switch {
-		case countA < 0 || countB < 0:
+		case absurd:
 			if got <= jobmeta.MaxGPUs {
-				t.Fatalf("negative group count: demand %d, want beyond %d", got, jobmeta.MaxGPUs)
+				t.Fatalf("counts %d x %d and %d x %d: demand %d, want beyond %d", a, countA, b, countB, got, jobmeta.MaxGPUs)
 			}
 		case exact.Cmp(big.NewInt(jobmeta.MaxGPUs)) <= 0:
 			if int64(got) != exact.Int64() {

@@ -36,6 +36,13 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"allocator_key_file":  hclspec.NewDefault(hclspec.NewAttr("allocator_key_file", "string", false), hclspec.NewLiteral(`""`)),
 	"report_period":       hclspec.NewDefault(hclspec.NewAttr("report_period", "string", false), hclspec.NewLiteral(`"10s"`)),
 	"checkpoint_root":     hclspec.NewDefault(hclspec.NewAttr("checkpoint_root", "string", false), hclspec.NewLiteral(`""`)),
+	// Who tasks run as (the client's own drivers' conventions): a task without `user` runs
+	// as default_user; root only with allow_root; allowed_users, when set, is the only
+	// users a task may name, and denied_users never.
+	"default_user":  hclspec.NewDefault(hclspec.NewAttr("default_user", "string", false), hclspec.NewLiteral(`"nobody"`)),
+	"allow_root":    hclspec.NewDefault(hclspec.NewAttr("allow_root", "bool", false), hclspec.NewLiteral(`false`)),
+	"allowed_users": hclspec.NewAttr("allowed_users", "list(string)", false),
+	"denied_users":  hclspec.NewAttr("denied_users", "list(string)", false),
 })
 
 // taskConfigSpec is a task's `config { … }` block.
@@ -65,6 +72,11 @@ type Config struct {
 	// CheckpointRoot, when set, is a folder shared by the clients (NFS, a cluster file system)
 	// under which each job's checkpoints live, so that a job resumes on another node.
 	CheckpointRoot string
+	// DefaultUser runs a task that names no user; AllowRoot lets a task run as root (uid 0);
+	// AllowedUsers, when not empty, are the only users a task may run as; DeniedUsers never.
+	DefaultUser               string
+	AllowRoot                 bool
+	AllowedUsers, DeniedUsers []string
 }
 
 type rawConfig struct {
@@ -74,10 +86,17 @@ type rawConfig struct {
 	AllocatorKeyFile  string `codec:"allocator_key_file"`
 	ReportPeriod      string `codec:"report_period"`
 	CheckpointRoot    string `codec:"checkpoint_root"`
+	DefaultUser       string   `codec:"default_user"`
+	AllowRoot         bool     `codec:"allow_root"`
+	AllowedUsers      []string `codec:"allowed_users"`
+	DeniedUsers       []string `codec:"denied_users"`
 }
 
+// DefaultTaskUser is who a task that names no user runs as.
+const DefaultTaskUser = "nobody"
+
 // DefaultConfig is the configuration before SetConfig or without a config block.
-func DefaultConfig() Config { return Config{ReportPeriod: DefaultReportPeriod} }
+func DefaultConfig() Config { return Config{ReportPeriod: DefaultReportPeriod, DefaultUser: DefaultTaskUser} }
 
 // FieldError is one invalid setting, Field naming it as the user wrote it.
 type FieldError struct {
@@ -131,6 +150,13 @@ func ParseConfig(msgpack []byte) (Config, error) {
 			errs.add("checkpoint_root", "want an absolute path, got %q", raw.CheckpointRoot)
 		}
 		cfg.CheckpointRoot = filepath.Clean(raw.CheckpointRoot)
+	}
+	if raw.DefaultUser != "" {
+		cfg.DefaultUser = raw.DefaultUser
+	}
+	cfg.AllowRoot, cfg.AllowedUsers, cfg.DeniedUsers = raw.AllowRoot, raw.AllowedUsers, raw.DeniedUsers
+	if err := cfg.checkUser(cfg.DefaultUser); err != nil {
+		errs.add("default_user", "%v", err)
 	}
 	if err := errs.join(ErrInvalidConfig); err != nil {
 		return Config{}, err

@@ -246,7 +246,7 @@ func (f *follower) setCheckpoint(c checkpointRecord) error {
 
 // loadCheckpointRecord reads the record beside a checkpoint; nil when there is none.
 func loadCheckpointRecord(path string) *checkpointRecord {
-	b, err := os.ReadFile(path)
+	b, err := readNoFollow(path, maxMarkerBytes)
 	if err != nil {
 		return nil
 	}

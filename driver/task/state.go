@@ -55,9 +55,12 @@ type checkpointRecord struct {
 	At        time.Time `json:"at"`
 }
 
+// maxStateBytes bounds the state file read back: its rate window is 64 points.
+const maxStateBytes = 1 << 20
+
 // loadFollowState reads the state file; a missing one is a fresh state.
 func loadFollowState(path string) (followState, bool, error) {
-	b, err := os.ReadFile(path)
+	b, err := readNoFollow(path, maxStateBytes)
 	if os.IsNotExist(err) {
 		return followState{}, false, nil
 	}
@@ -78,18 +81,6 @@ func (st *followState) save(path string) error {
 		return fmt.Errorf("encoding driver state: %w", err)
 	}
 	return writeAtomic(path, b)
-}
-
-// writeAtomic replaces path with b through a temporary file and a rename.
-func writeAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("writing %q: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("replacing %q: %w", path, err)
-	}
-	return nil
 }
 
 // taskStore holds the running tasks by task ID.
