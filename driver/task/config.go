@@ -80,12 +80,12 @@ type Config struct {
 }
 
 type rawConfig struct {
-	AllocatorAddress  string `codec:"allocator_address"`
-	AllocatorCAFile   string `codec:"allocator_ca_file"`
-	AllocatorCertFile string `codec:"allocator_cert_file"`
-	AllocatorKeyFile  string `codec:"allocator_key_file"`
-	ReportPeriod      string `codec:"report_period"`
-	CheckpointRoot    string `codec:"checkpoint_root"`
+	AllocatorAddress  string   `codec:"allocator_address"`
+	AllocatorCAFile   string   `codec:"allocator_ca_file"`
+	AllocatorCertFile string   `codec:"allocator_cert_file"`
+	AllocatorKeyFile  string   `codec:"allocator_key_file"`
+	ReportPeriod      string   `codec:"report_period"`
+	CheckpointRoot    string   `codec:"checkpoint_root"`
 	DefaultUser       string   `codec:"default_user"`
 	AllowRoot         bool     `codec:"allow_root"`
 	AllowedUsers      []string `codec:"allowed_users"`
@@ -96,7 +96,9 @@ type rawConfig struct {
 const DefaultTaskUser = "nobody"
 
 // DefaultConfig is the configuration before SetConfig or without a config block.
-func DefaultConfig() Config { return Config{ReportPeriod: DefaultReportPeriod, DefaultUser: DefaultTaskUser} }
+func DefaultConfig() Config {
+	return Config{ReportPeriod: DefaultReportPeriod, DefaultUser: DefaultTaskUser}
+}
 
 // FieldError is one invalid setting, Field naming it as the user wrote it.
 type FieldError struct {
