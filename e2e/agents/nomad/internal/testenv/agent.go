@@ -128,6 +128,11 @@ func TempDir(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("creating a temporary folder: %v", err)
 	}
+	// Traversable, as Nomad makes its alloc dir's parents (0711): the task driver runs tasks
+	// as an unprivileged user, which must reach its task folder below.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatalf("creating a temporary folder: %v", err)
+	}
 	t.Cleanup(func() {
 		agentrun.KillUnder(dir)
 		if err := agentrun.UnmountUnder(dir); err != nil {
