@@ -1,6 +1,7 @@
 package live
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +19,7 @@ import (
 // Handler serves the service's HTTP API:
 //
 //	GET /v1/health                     200 {"status":"ok"} while the last round succeeded (or none ran yet), else 503
-//	GET /v1/status                     the Status as JSON
+//	GET /v1/status                     the Status as JSON (with WithNamespaceReader: a token's namespaces only)
 //	GET /v1/metrics                    Prometheus metrics, when WithMetrics gives their handler
 //	GET /ui                            the status page, when WithUI gives its handler
 //	PUT /v1/progress/{namespace}/{job} a job's progress report (POST works too)
@@ -41,7 +42,8 @@ func Handler(s *Service, opts ...HandlerOption) http.Handler {
 	o := handlerOptions{
 		perJob:        newBuckets(DefaultReportsPerSecond, DefaultReportBurst),
 		verifications: newBuckets(DefaultVerificationsPerSecond, DefaultVerificationBurst),
-		verified:      newVerifiedTokens(),
+		verified:      newTokenCache[TaskIdentity](),
+		scopes:        newTokenCache[ReadScope](),
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -58,14 +60,26 @@ func Handler(s *Service, opts ...HandlerOption) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, s.Status())
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		sc, denied := o.readScope(r)
+		if denied != nil {
+			denied.write(w)
+			return
+		}
+		writeJSON(w, http.StatusOK, sc.Filter(s.Status()))
 	})
 	if o.metrics != nil {
 		mux.Handle("GET /v1/metrics", o.metrics)
 	}
 	if o.ui != nil {
-		mux.Handle("GET /ui", o.ui)
+		mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
+			sc, denied := o.readScope(r)
+			if denied != nil {
+				denied.write(w)
+				return
+			}
+			o.ui.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), scopeKey{}, sc)))
+		})
 	}
 	return mux
 }
@@ -79,7 +93,11 @@ type handlerOptions struct {
 	// perJob bounds each job's reports, verifications the new tokens sent to Nomad;
 	// verified remembers the tokens Nomad verified.
 	perJob, verifications *buckets
-	verified              *verifiedTokens
+	verified              *tokenCache[TaskIdentity]
+	// readers, when set, restricts the status to the namespaces a token may read;
+	// scopes remembers what it said.
+	readers NamespaceReader
+	scopes  *tokenCache[ReadScope]
 }
 
 // WithMetrics serves h on GET /v1/metrics (package allocator/telemetry's Prometheus handler,
@@ -118,10 +136,7 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 		}
 		if denied != nil {
 			s.opts.log.Warn("progress report refused", "job", ns+"/"+job, "error", denied.msg)
-			if denied.retryAfter > 0 {
-				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(denied.retryAfter.Seconds()))))
-			}
-			writeError(w, denied.code, denied.msg)
+			denied.write(w)
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxProgressBody))
@@ -164,6 +179,14 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 // parseProgress reads a progress report's body (package report): a number,
 // or a JSON object with "done" and the fields a task driver measured.
 func parseProgress(body []byte) (report.Report, error) { return report.Parse(body) }
+
+// write answers the refused request.
+func (e *authError) write(w http.ResponseWriter) {
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.retryAfter.Seconds()))))
+	}
+	writeError(w, e.code, e.msg)
+}
 
 // writeError answers a request that failed with {"error": msg}.
 func writeError(w http.ResponseWriter, code int, msg string) {

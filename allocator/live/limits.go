@@ -127,44 +127,46 @@ func (b *buckets) forgetOldest(now time.Time) {
 	}
 }
 
-// verifiedTokens remembers the identity of tokens Nomad verified, by their hash, for
-// verifiedTTL: a task's reports every few seconds cost one Nomad call each TTL.
-type verifiedTokens struct {
+// tokenCache remembers what Nomad said of tokens (the task a token is, the namespaces it
+// may read), by their hash, for verifiedTTL: a task's reports every few seconds, or a page
+// refreshed every 30 s, cost one Nomad call each TTL.
+type tokenCache[V any] struct {
 	now func() time.Time
 
 	mu     sync.Mutex
-	tokens map[[32]byte]verified
+	tokens map[[32]byte]cached[V]
 }
 
-type verified struct {
-	id TaskIdentity
+type cached[V any] struct {
+	v  V
 	at time.Time
 }
 
-func newVerifiedTokens() *verifiedTokens {
-	return &verifiedTokens{now: time.Now, tokens: map[[32]byte]verified{}}
+func newTokenCache[V any]() *tokenCache[V] {
+	return &tokenCache[V]{now: time.Now, tokens: map[[32]byte]cached[V]{}}
 }
 
-func (v *verifiedTokens) get(token string) (TaskIdentity, bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	e, ok := v.tokens[sha256.Sum256([]byte(token))]
-	if !ok || v.now().Sub(e.at) > verifiedTTL {
-		return TaskIdentity{}, false
+func (c *tokenCache[V]) get(token string) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.tokens[sha256.Sum256([]byte(token))]
+	if !ok || c.now().Sub(e.at) > verifiedTTL {
+		var zero V
+		return zero, false
 	}
-	return e.id, true
+	return e.v, true
 }
 
-func (v *verifiedTokens) put(token string, id TaskIdentity) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	now := v.now()
-	if len(v.tokens) >= maxTracked {
-		for k, e := range v.tokens {
-			if now.Sub(e.at) > verifiedTTL || len(v.tokens) >= maxTracked/2 {
-				delete(v.tokens, k)
+func (c *tokenCache[V]) put(token string, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if len(c.tokens) >= maxTracked {
+		for k, e := range c.tokens {
+			if now.Sub(e.at) > verifiedTTL || len(c.tokens) >= maxTracked/2 {
+				delete(c.tokens, k)
 			}
 		}
 	}
-	v.tokens[sha256.Sum256([]byte(token))] = verified{id: id, at: now}
+	c.tokens[sha256.Sum256([]byte(token))] = cached[V]{v: v, at: now}
 }
