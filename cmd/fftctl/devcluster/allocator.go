@@ -92,7 +92,9 @@ func (c *Cluster) allocatorJob(nc *nomad.Client, round time.Duration) (*nomad.Jo
 	// token may read: the progress endpoint takes every report and the
 	// status shows every job, as on any cluster without ACLs. The shortest
 	// lease makes a failover quick.
+	// The default namespace: without ACLs a namespace keeps no job's variables from another.
 	vars := fmt.Sprintf(`driver = "raw_exec"
+namespace = "default"
 command = %s
 nomad_addr = %s
 consul_addr = %s

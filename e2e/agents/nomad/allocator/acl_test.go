@@ -66,7 +66,7 @@ func TestACLPoliciesAndReports(t *testing.T) {
 		{Name: "v100", Model: modelV100, Count: 4, Extra: `memory_mib = 16384`, NodePool: gpuPool},
 	}, testenv.ClusterOptions{ACL: true})
 
-	nomadPolicy, consulPolicy := shippedPolicies(t)
+	nomadPolicy, consulPolicy := shippedPolicies(t, cs)
 	nomadToken := nomadTokenWith(t, c.API, "fft-allocator", nomadPolicy)
 	noSubmit := nomadTokenWith(t, c.API, "fft-no-submit", strings.Replace(nomadPolicy, `"submit-job", `, "", 1))
 	consulToken := consulTokenWith(t, cs, "fft-allocator", consulPolicy)
@@ -186,7 +186,7 @@ func doneOf(b []byte) string {
 }
 
 // shippedPolicies reads cmd/fft-allocator/acl's policies, the Consul one for this test's prefix.
-func shippedPolicies(t *testing.T) (nomadPolicy, consulPolicy string) {
+func shippedPolicies(t *testing.T, cs *testenv.Consul) (nomadPolicy, consulPolicy string) {
 	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -203,7 +203,7 @@ func shippedPolicies(t *testing.T) (nomadPolicy, consulPolicy string) {
 	if !strings.Contains(consulPolicy, `key_prefix "nomad-fft/v2/"`) {
 		t.Fatalf("consul-policy.hcl does not grant the default prefix:\n%s", consulPolicy)
 	}
-	return read("nomad-policy.hcl"), strings.ReplaceAll(consulPolicy, "nomad-fft/v2/", prefix+"/")
+	return read("nomad-policy.hcl"), cs.FillAllocatorNode(t, strings.ReplaceAll(consulPolicy, "nomad-fft/v2/", prefix+"/"))
 }
 
 func nomadTokenWith(t *testing.T, c *api.Client, name, rules string) string {

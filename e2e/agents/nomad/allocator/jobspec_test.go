@@ -58,6 +58,7 @@ func TestAllocatorRunsFromItsJobspec(t *testing.T) {
 	}
 	job, err := c.API.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: string(src), Canonicalize: true, Variables: fmt.Sprintf(`
 driver        = "raw_exec"
+namespace     = "default"
 command       = %q
 nomad_addr    = %q
 consul_addr   = %q

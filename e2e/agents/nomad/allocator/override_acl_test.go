@@ -30,7 +30,7 @@ func TestOverridesNeedAnOperatorToken(t *testing.T) {
 		}
 		return strings.ReplaceAll(string(b), "nomad-fft/v2/", prefix+"/")
 	}
-	allocatorTok := consulTokenWith(t, cs, "fft-allocator", policy("consul-policy.hcl"))
+	allocatorTok := consulTokenWith(t, cs, "fft-allocator", cs.FillAllocatorNode(t, policy("consul-policy.hcl")))
 	operatorTok := consulTokenWith(t, cs, "fft-operator", policy("consul-operator-policy.hcl"))
 	fftctl := testenv.MainBinary(t, "fftctl")
 	ctl := func(token string, args ...string) (string, error) {

@@ -54,7 +54,7 @@ func shippedPolicy(t *testing.T, name string) string {
 // the tasks' reporter token.
 func (st *stack) setUpACLs(t *testing.T) {
 	t.Helper()
-	st.allocConsul = st.consulTokenWith(t, "fft-allocator", shippedPolicy(t, "consul-policy.hcl"))
+	st.allocConsul = st.consulTokenWith(t, "fft-allocator", st.consul.FillAllocatorNode(t, shippedPolicy(t, "consul-policy.hcl")))
 	st.reporter = st.consulTokenWith(t, "fft-reporter", reporterPolicy).SecretID
 	rules := shippedPolicy(t, "nomad-policy.hcl")
 	if _, err := st.API.ACLPolicies().Upsert(&api.ACLPolicy{Name: "fft-allocator", Rules: rules}, nil); err != nil {
