@@ -97,3 +97,33 @@ func (s *Service) jobWork(id string) (float64, bool) {
 	rec, ok := l.Jobs[id]
 	return rec.Work, ok && rec.Work > 0
 }
+
+// AllocIndexer says which job an allocation belongs to, by the job's Nomad create index, so
+// that a report is tied to one registration of the job: a job purged and registered again
+// under the same ID has a new create index, and the old one's late reports do not count
+// for it. nomadapi.AllocIndexer is the live one.
+type AllocIndexer interface {
+	JobCreateIndex(ctx context.Context, namespace, allocID string) (uint64, error)
+}
+
+// WithAllocIndexer stores each verified report with the create index of its allocation's
+// job (WithTaskVerifier gives the allocation).
+func WithAllocIndexer(x AllocIndexer) HandlerOption {
+	return func(o *handlerOptions) { o.indexer = x }
+}
+
+// jobIndex is the create index of alloc's job (0 with no allocation or no indexer).
+func (o *handlerOptions) jobIndex(ctx context.Context, namespace, alloc string) (uint64, error) {
+	if alloc == "" || o.indexer == nil {
+		return 0, nil
+	}
+	if idx, ok := o.allocJobs.get(alloc); ok {
+		return idx, nil
+	}
+	idx, err := o.indexer.JobCreateIndex(ctx, namespace, alloc)
+	if err != nil {
+		return 0, err
+	}
+	o.allocJobs.put(alloc, idx)
+	return idx, nil
+}

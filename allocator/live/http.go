@@ -44,6 +44,7 @@ func Handler(s *Service, opts ...HandlerOption) http.Handler {
 		verifications: newBuckets(DefaultVerificationsPerSecond, DefaultVerificationBurst),
 		verified:      newTokenCache[TaskIdentity](),
 		scopes:        newTokenCache[ReadScope](),
+		allocJobs:     newTokenCache[uint64](),
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -98,6 +99,10 @@ type handlerOptions struct {
 	// scopes remembers what it said.
 	readers NamespaceReader
 	scopes  *tokenCache[ReadScope]
+	// indexer, when set, says which job (by create index) an allocation is of; allocJobs
+	// remembers it (an allocation never changes job).
+	indexer   AllocIndexer
+	allocJobs *tokenCache[uint64]
 }
 
 // WithMetrics serves h on GET /v1/metrics (package allocator/telemetry's Prometheus handler,
@@ -160,7 +165,13 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("done = %g is beyond the job's fft.work = %g: report the work units done so far, at most the job's work", done, work))
 			return
 		}
-		err = storeReport(r.Context(), rep, id, alloc, rp)
+		jobIndex, err := o.jobIndex(r.Context(), ns, alloc)
+		if err != nil {
+			s.opts.log.Warn("looking up a report's allocation failed", "job", id, "alloc", alloc, "error", err)
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("looking up allocation %s in Nomad failed, retry: %v", alloc, err))
+			return
+		}
+		err = storeReport(r.Context(), rep, id, alloc, jobIndex, rp)
 		var behind *loop.BehindError
 		switch {
 		case errors.As(err, &behind):

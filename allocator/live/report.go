@@ -11,9 +11,9 @@ import (
 // through the richest interface the store has: an AllocReporter checks it
 // against the stored report (a *loop.BehindError when it goes back); a store
 // without ReportStorer keeps the work done only.
-func storeReport(ctx context.Context, rep loop.ProgressReporter, id, alloc string, r report.Report) error {
-	// The allocation is the verified one, never the client's word.
-	r.Alloc = ""
+func storeReport(ctx context.Context, rep loop.ProgressReporter, id, alloc string, jobIndex uint64, r report.Report) error {
+	// The allocation and its job's index are the verified ones, never the client's word.
+	r.Alloc, r.JobCreateIndex = "", jobIndex
 	if ar, ok := rep.(loop.AllocReporter); ok && alloc != "" {
 		return ar.StoreAllocReport(ctx, id, alloc, r)
 	}

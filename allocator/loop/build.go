@@ -274,6 +274,11 @@ func staleReports(snap *Snapshot, prev map[string]JobRecord, progress map[string
 		if rec, seen := prev[id]; seen && j != nil && !sameJob(rec, j) {
 			stale[id] = true
 		}
+		// A report the allocator tied to an allocation of an earlier job with this ID
+		// (it can land after that job was purged and the record forgotten).
+		if r, ok := reports[id]; ok && j != nil && r.JobCreateIndex != 0 && j.CreateIndex != 0 && r.JobCreateIndex != j.CreateIndex {
+			stale[id] = true
+		}
 	}
 	for id := range progress {
 		check(id)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/report"
 )
 
 // TestReRegisteredJobStartsFresh: a job purged and registered again under the same ID (what
@@ -60,5 +61,50 @@ func TestReRegisteredJobStartsFresh(t *testing.T) {
 	}
 	if got := l.Ledger().Jobs["default/a"].Done; got > 2 {
 		t.Errorf("done = %g two rounds after re-registration, want at most 2", got)
+	}
+}
+
+// TestLateReportOfAPurgedJob: the old job's last report can land after a round forgot the
+// purged job; a report tied to its allocation's job (JobCreateIndex) still does not count
+// for the job registered again, and is deleted.
+func TestLateReportOfAPurgedJob(t *testing.T) {
+	ctx := context.Background()
+	h := &Harness{Models: []allocator.Model{{Name: a100, GPUs: 1}}}
+	h.Set(NewJob("a").Work(1000).TP(a100, 1).Created(100).Obj())
+	store := NewMemStore(false)
+	l := New(h, h, store)
+	if _, err := l.RunRound(ctx, TriggerManual, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Purged: a round forgets it.
+	h.mu.Lock()
+	delete(h.Jobs, "default/a")
+	h.mu.Unlock()
+	if _, err := l.RunRound(ctx, TriggerManual, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Its last report lands, tied to the old job; then it is registered again.
+	if err := store.StoreAllocReport(ctx, "default/a", "alloc-old", report.Report{Done: 98, JobCreateIndex: 100}); err != nil {
+		t.Fatal(err)
+	}
+	h.Set(NewJob("a").Work(1000).TP(a100, 1).Created(200).Obj())
+	if _, err := l.RunRound(ctx, TriggerManual, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Ledger().Jobs["default/a"].Done; got > 1 {
+		t.Errorf("the new job's done = %g, want at most 1: the old job's late report counted", got)
+	}
+	if left, _ := store.Progress(ctx); len(left) != 0 {
+		t.Errorf("reports left %v, want the late one deleted", left)
+	}
+	// A report of the new job's own allocation counts.
+	if err := store.StoreAllocReport(ctx, "default/a", "alloc-new", report.Report{Done: 7, JobCreateIndex: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.RunRound(ctx, TriggerManual, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Ledger().Jobs["default/a"].Done; got < 7 {
+		t.Errorf("the new job's own report 7: done %g", got)
 	}
 }

@@ -58,3 +58,24 @@ func (r *NamespaceReader) ReadableNamespaces(ctx context.Context, token string) 
 	}
 	return false, names, nil
 }
+
+var _ live.AllocIndexer = (*AllocIndexer)(nil)
+
+// AllocIndexer looks up the create index of an allocation's job with the allocator's own
+// token (read-job), for live.WithAllocIndexer.
+type AllocIndexer struct{ nomad *api.Client }
+
+// NewAllocIndexer returns an indexer over the allocator's Nomad client.
+func NewAllocIndexer(nomad *api.Client) *AllocIndexer { return &AllocIndexer{nomad: nomad} }
+
+// JobCreateIndex implements live.AllocIndexer.
+func (x *AllocIndexer) JobCreateIndex(ctx context.Context, namespace, allocID string) (uint64, error) {
+	a, _, err := x.nomad.Allocations().Info(allocID, (&api.QueryOptions{Namespace: namespace}).WithContext(ctx))
+	if err != nil {
+		return 0, fmt.Errorf("reading allocation %s: %w", allocID, needs(err, capReadJob))
+	}
+	if a.Job == nil || a.Job.CreateIndex == nil {
+		return 0, fmt.Errorf("allocation %s carries no job", allocID)
+	}
+	return *a.Job.CreateIndex, nil
+}

@@ -35,6 +35,10 @@ type Report struct {
 	// "never backwards within one allocation" is checked against the stored report. A
 	// client's own value is replaced by the verified one, or dropped.
 	Alloc string `json:"alloc,omitempty"`
+	// JobCreateIndex is the Nomad create index of the job that allocation belongs to, as
+	// the allocator looked it up: a report of an earlier job with the same ID (purged and
+	// registered again) does not count for the new one. Set by the allocator only.
+	JobCreateIndex uint64 `json:"job_create_index,omitempty"`
 }
 
 // Measured reports whether r carries more than Done.
@@ -62,6 +66,7 @@ func Parse(body []byte) (Report, error) {
 			CheckpointBytes     *float64 `json:"checkpoint_bytes"`
 			CheckpointSeconds   *float64 `json:"checkpoint_seconds"`
 			Alloc               *string  `json:"alloc"`
+			JobCreateIndex      *uint64  `json:"job_create_index"`
 		}
 		dec := json.NewDecoder(bytes.NewReader([]byte(text)))
 		dec.DisallowUnknownFields()
@@ -83,6 +88,9 @@ func Parse(body []byte) (Report, error) {
 		}
 		if v.Alloc != nil {
 			r.Alloc = *v.Alloc
+		}
+		if v.JobCreateIndex != nil {
+			r.JobCreateIndex = *v.JobCreateIndex
 		}
 		if v.GPUs != nil {
 			if g := *v.GPUs; g != math.Trunc(g) || g < 0 || g > math.MaxInt32 {

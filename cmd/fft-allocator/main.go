@@ -254,7 +254,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		hopts := []live.HandlerOption{live.WithMetrics(metrics.Handler()), live.WithUI(ui.Handler(svc, history))}
 		if f.progressAuth == progressAuthNomad {
-			hopts = append(hopts, live.WithTaskVerifier(nomadapi.NewIdentityVerifier(nc)))
+			hopts = append(hopts, live.WithTaskVerifier(nomadapi.NewIdentityVerifier(nc)), live.WithAllocIndexer(nomadapi.NewAllocIndexer(nc)))
 		}
 		if f.readAuth == progressAuthNomad {
 			hopts = append(hopts, live.WithNamespaceReader(nomadapi.NewNamespaceReader(nc)))
