@@ -88,6 +88,15 @@ func newHarness(t *testing.T, cfg map[string]any) (*dtestutil.DriverHarness, *Dr
 	t.Cleanup(cancel)
 	d := New(ctx, hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testLog{t}}))
 	h := dtestutil.NewDriverHarness(t, d)
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	if _, ok := cfg["default_user"]; !ok {
+		// The harness's folders and the fake trainer (the test binary) are root's, 0700:
+		// these tests run their tasks as root, which must be allowed explicitly.
+		// TestTasksRunUnprivileged runs them as the default user, nobody.
+		cfg["default_user"], cfg["allow_root"] = "root", true
+	}
 	var b []byte
 	if err := base.MsgPackEncode(&b, cfg); err != nil {
 		t.Fatal(err)

@@ -87,12 +87,12 @@ func makeOwnedDir(dir string, u taskUser) error {
 	return nil
 }
 
-// ownFile gives the regular file path to u, mode 0600, refusing a link; a missing file is
-// no error. Nomad writes a task's identity file world-readable when the jobspec names no
+// ownFile gives the regular file path to u, mode 0600; a missing file, or a link where it
+// should be (the driver then reads no identity from it either), is left alone. Nomad writes a task's identity file world-readable when the jobspec names no
 // user; the driver makes it the task's own.
 func ownFile(path string, u taskUser) error {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	if errors.Is(err, unix.ENOENT) {
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) {
 		return nil
 	}
 	if err != nil {
@@ -101,7 +101,7 @@ func ownFile(path string, u taskUser) error {
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("%q is not a regular file", path)
+		return nil
 	}
 	if os.Geteuid() == 0 {
 		if err := unix.Fchown(fd, u.UID, u.GID); err != nil {

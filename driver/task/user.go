@@ -70,5 +70,11 @@ func (c Config) resolveUser(requested string) (taskUser, error) {
 	if err := c.checkUser(name); err != nil {
 		return taskUser{}, err
 	}
-	return lookupUser(name)
+	u, err := lookupUser(name)
+	if err == nil && u.UID == os.Geteuid() {
+		// The plugin's own user (root with allow_root): the executor runs the task as
+		// itself, as raw_exec does, without switching credentials.
+		u.Name = ""
+	}
+	return u, err
 }
