@@ -49,7 +49,8 @@ func uidOf(t *testing.T, name string) int {
 
 // TestTasksRunUnprivileged: a task that names no user runs as the plugin's default_user
 // (nobody), not as the client's root; its checkpoint folder is its own, 0700, so a task of
-// another user can neither read nor change it; root takes allow_root. These held neither:
+// another user can neither read nor change it, nor read its identity file; root takes
+// allow_root. These held neither:
 // tasks ran as root, and checkpoint folders were 0777 and root's.
 func TestTasksRunUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -66,6 +67,14 @@ func TestTasksRunUnprivileged(t *testing.T) {
 
 	// Job B (as daemon) keeps a secret in its checkpoint.
 	b := shTask(t, h, "daemon", `id -u > "$FFT_CHECKPOINT_DIR/uid"; echo weights > "$FFT_CHECKPOINT_DIR/model.ckpt"`)
+	// Its identity as Nomad 1.6.1 writes it for a task that names no user: world-readable.
+	bToken := filepath.Join(b.TaskDir().SecretsDir, "nomad_token")
+	if err := os.WriteFile(bToken, []byte("jwt.of.b"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(bToken, 0o666); err != nil {
+		t.Fatal(err)
+	}
 	start(t, h, b)
 	if res := wait(t, h, b.ID, 20*time.Second); !res.Successful() {
 		t.Fatalf("task b: %+v", res)
@@ -75,6 +84,7 @@ func TestTasksRunUnprivileged(t *testing.T) {
 	a := shTask(t, h, "", `id -u > "$FFT_CHECKPOINT_DIR/uid"
 cat "`+bDir+`/model.ckpt" > "$FFT_CHECKPOINT_DIR/stolen" 2> "$FFT_CHECKPOINT_DIR/read-error"
 echo poison 2> "$FFT_CHECKPOINT_DIR/write-error" > "`+bDir+`/model.ckpt"
+cat "`+bToken+`" > "$FFT_CHECKPOINT_DIR/stolen-token" 2> "$FFT_CHECKPOINT_DIR/token-error"
 exit 0`)
 	start(t, h, a)
 	if res := wait(t, h, a.ID, 20*time.Second); !res.Successful() {
@@ -98,6 +108,12 @@ exit 0`)
 	}
 	if got := read(filepath.Join(aDir, "stolen")); got != "" || !strings.Contains(read(filepath.Join(aDir, "read-error")), "Permission denied") {
 		t.Errorf("task a read b's checkpoint: %q (error %q)", got, read(filepath.Join(aDir, "read-error")))
+	}
+	if got := read(filepath.Join(aDir, "stolen-token")); got != "" || !strings.Contains(read(filepath.Join(aDir, "token-error")), "Permission denied") {
+		t.Errorf("task a read b's identity: %q (error %q)", got, read(filepath.Join(aDir, "token-error")))
+	}
+	if uid, mode := ownerOf(t, bToken); uid != daemon || mode.Perm() != 0o600 {
+		t.Errorf("b's identity file: uid %d mode %v, want b's user %d, 0600", uid, mode.Perm(), daemon)
 	}
 	if got := read(filepath.Join(bDir, "model.ckpt")); got != "weights" {
 		t.Errorf("b's checkpoint is %q after task a: poisoned", got)
