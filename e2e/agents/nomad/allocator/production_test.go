@@ -73,7 +73,7 @@ plugin "nomad-driver-fft" {
 		{Name: "v100-a", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`, NodePool: gpuPool, PluginDir: dir, AgentExtra: stanza},
 		{Name: "v100-b", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`, NodePool: gpuPool, PluginDir: dir, AgentExtra: stanza},
 	}, testenv.ClusterOptions{ACL: true})
-	traversable(t, root)
+	testenv.Traversable(t, root)
 
 	nomadPolicy, consulPolicy := shippedPolicies(t, cs)
 	nomadToken := nomadTokenWith(t, c.API, "fft-allocator", nomadPolicy)
@@ -212,32 +212,5 @@ plugin "nomad-driver-fft" {
 	})
 	if b, code, _ := cs.Get("/v1/kv/" + prefix + "/progress/default/train-a?raw"); code != http.StatusNotFound {
 		t.Errorf("the old train-a's report is still stored: HTTP %d %s", code, b)
-	}
-}
-
-// traversable gives every folder above the clients' alloc dirs the search bit, as a
-// packaged Nomad's data_dir has (0755): the driver's tasks run as nobody, which must reach
-// its task folder; Nomad makes the alloc dir itself 0711.
-func traversable(t *testing.T, root string) {
-	t.Helper()
-	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		if d.Name() == "alloc" {
-			for p := path; strings.HasPrefix(p, root); p = filepath.Dir(p) {
-				if fi, err := os.Stat(p); err == nil {
-					_ = os.Chmod(p, fi.Mode().Perm()|0o011)
-				}
-			}
-			return filepath.SkipDir
-		}
-		if strings.Count(strings.TrimPrefix(path, root), string(filepath.Separator)) > 4 {
-			return filepath.SkipDir
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
