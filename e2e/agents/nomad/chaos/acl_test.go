@@ -140,7 +140,13 @@ type replicaStatus struct {
 func (st *stack) statuses() map[string]replicaStatus {
 	out := map[string]replicaStatus{}
 	for id, url := range st.statusURL {
-		resp, err := http.Get(url)
+		// The status takes a Nomad ACL token (-read-auth=nomad, the default).
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			continue
+		}
+		req.Header.Set("X-Nomad-Token", st.ManagementToken)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			continue
 		}
