@@ -124,15 +124,18 @@ bench-load:
 bench:
 	$(GO) test -run '^$$' -bench Decide -benchmem -count 5 ./allocator/
 
-## fuzz: a short run of each fuzz target (their seeds run in `make unit`).
+## fuzz: a run of FUZZTIME (default 30s) of every fuzz target of the main
+## module, found by name (func Fuzz... in a _test.go file), so a new target is
+## never left out; their seed corpora run in `make unit`. FUZZTIME=60s for longer.
+FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzReadInstance -fuzztime 30s ./allocator/
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./allocator/jobmeta/
-	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime 30s ./driver/device/
-	$(GO) test -run '^$$' -fuzz FuzzParseTrace -fuzztime 30s ./allocator/workload/
-	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime 30s ./driver/progress/
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./allocator/report/
-	$(GO) test -run '^$$' -fuzz FuzzParseMarker -fuzztime 30s ./driver/task/
+	@set -e; n=0; \
+	for f in $$(grep -rl --include='*_test.go' --exclude-dir=e2e --exclude-dir=.cache '^func Fuzz' . | sort); do \
+		for fz in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$f | cut -d' ' -f2); do \
+			echo "== $$fz ($$(dirname $$f))"; n=$$((n+1)); \
+			$(GO) test -run '^$$' -fuzz "^$$fz\$$" -fuzztime $(FUZZTIME) $$(dirname $$f)/; \
+		done; \
+	done; echo "$$n fuzz targets ran $(FUZZTIME) each"
 
 ## release: versioned archives of every binary for linux/amd64 and linux/arm64
 ## in dist/ (<name>_<version>_<os>_<arch>.zip and nomad-fft_<version>_SHA256SUMS),

@@ -4,9 +4,13 @@
 # registers the Consul service "fft-allocator" with an HTTP check on /v1/health.
 #
 # Tokens come from Nomad Variables, never from the jobspec: put them at the job's own path,
-# which only this job's tasks can read (workload identity), before running the job:
+# which only this job's tasks can read (workload identity), before running the job. The job
+# runs in its own namespace, fft-system: in a namespace users may submit jobs to, any of them
+# could register a job with the ID fft-allocator and read the tokens from its tasks. Let
+# only the operators submit jobs in fft-system (cmd/fft-allocator/README.md, "ACLs"):
 #
-#   nomad var put nomad/jobs/fft-allocator nomad_token=<secret ID> consul_token=<secret ID>
+#   nomad namespace apply -description "nomad-fft allocator" fft-system
+#   nomad var put -namespace fft-system nomad/jobs/fft-allocator nomad_token=<secret ID> consul_token=<secret ID>
 #   nomad job run -var version=0.1.0 jobspecs/fft-allocator.nomad.hcl
 #
 # The Nomad token needs to read nodes and to read and submit the managed jobs in every
@@ -41,6 +45,12 @@ variable "driver" {
   type        = string
   description = "Task driver: exec (isolated, the default) or raw_exec (dev clusters)."
   default     = "exec"
+}
+
+variable "namespace" {
+  type        = string
+  description = "The allocator's own namespace, where only operators may submit jobs: its tokens are at nomad/jobs/fft-allocator there."
+  default     = "fft-system"
 }
 
 variable "datacenters" {
@@ -98,6 +108,7 @@ variable "extra_args" {
 }
 
 job "fft-allocator" {
+  namespace   = var.namespace
   type        = "service"
   datacenters = var.datacenters
   node_pool   = var.node_pool

@@ -74,6 +74,14 @@ job "fft-train-driver" {
       # raise both for large checkpoints.
       kill_timeout = "20s"
 
+      # The task's workload identity in secrets/nomad_token: the driver sends it with each
+      # report, and the allocator's default -progress-auth=nomad has Nomad verify it, so
+      # a report counts only for this job. A file, not env = true: the environment of a
+      # process can be read by other processes of the same user (/proc/<pid>/environ).
+      identity {
+        file = true
+      }
+
       config {
         command = "/bin/sh"
         # A training loop in sh: resume from the marker's step, one progress line per step,

@@ -39,6 +39,9 @@ func (s *Store) Lead(ctx context.Context, id string, ttl time.Duration, run func
 		}
 		lost, err := lock.Lock(ctx.Done())
 		if err != nil {
+			if Denied(err) {
+				err = fmt.Errorf("%w: the Consul token lacks session write on the node of the Consul agent it talks to, or key_prefix %q write (grant cmd/fft-allocator/acl/consul-policy.hcl, its session block naming that node)", err, s.prefix)
+			}
 			s.logf("waiting for the leader lock failed; retrying", "error", err)
 			select {
 			case <-ctx.Done():

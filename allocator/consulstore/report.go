@@ -14,9 +14,76 @@ import (
 )
 
 var (
-	_ loop.ReportStorer = (*Store)(nil)
-	_ loop.ReportReader = (*Store)(nil)
+	_ loop.ReportStorer   = (*Store)(nil)
+	_ loop.ReportReader   = (*Store)(nil)
+	_ loop.ProgressPruner = (*Store)(nil)
+	_ loop.AllocReporter  = (*Store)(nil)
 )
+
+// casTries bounds the check-and-set attempts of one report; reports of one
+// job come every few seconds, so a lost race is rare and a second try wins.
+const casTries = 5
+
+// StoreAllocReport stores job id's report from allocation alloc as JSON at
+// its progress key, check-and-set against the value it read, unless the
+// stored report is from the same allocation and further along
+// (loop.BehindError): the check holds across replicas.
+func (s *Store) StoreAllocReport(ctx context.Context, id, alloc string, r report.Report) error {
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("report of %s: %w", id, err)
+	}
+	if err := checkJobID(id); err != nil {
+		return err
+	}
+	key := s.ProgressKey(id)
+	r.Alloc = alloc
+	v, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encoding the report of %s: %w", id, err)
+	}
+	for try := 0; try < casTries; try++ {
+		pair, _, err := s.kv.Get(key, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", key, s.needs(err, "read"))
+		}
+		index := uint64(0)
+		if pair != nil {
+			index = pair.ModifyIndex
+			// A value that does not parse is replaced: it holds no report to keep.
+			if prev, perr := report.Parse(pair.Value); perr == nil {
+				if err := loop.CheckAfter(&prev, alloc, r); err != nil {
+					return err
+				}
+			}
+		}
+		ok, _, err := s.kv.CAS(&api.KVPair{Key: key, Value: v, ModifyIndex: index}, (&api.WriteOptions{}).WithContext(ctx))
+		if err != nil {
+			return fmt.Errorf("writing %s: %w", key, s.needs(err, "write"))
+		}
+		if ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("writing %s: %w: %d reports of the job raced", key, loop.ErrConflict, casTries)
+}
+
+// PruneProgress deletes the progress keys of jobs ids, in transactions of
+// at most maxTxnOps deletes.
+func (s *Store) PruneProgress(ctx context.Context, ids []string) error {
+	for len(ids) > 0 {
+		n := min(len(ids), maxTxnOps)
+		ops := make(api.TxnOps, 0, n)
+		for _, id := range ids[:n] {
+			// The IDs come from the store's own keys: deleted as they are.
+			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: s.ProgressKey(id)}})
+		}
+		if _, err := s.run(ctx, ops, fmt.Sprintf("deleting the progress reports of %d jobs gone or registered again", n)); err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
 
 // StoreReport records job id's full report (what its task driver measured) as
 // JSON at its progress key, where Progress reads the work done and Reports

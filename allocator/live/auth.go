@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
+	"time"
 )
 
 // TaskIdentity is who a verified token belongs to: one task of one
@@ -46,10 +46,11 @@ func requestToken(r *http.Request) string {
 	return ""
 }
 
-// authError is a refused report: its HTTP code and message.
+// authError is a refused report: its HTTP code and message, and for 429 when to retry.
 type authError struct {
-	code int
-	msg  string
+	code       int
+	msg        string
+	retryAfter time.Duration
 }
 
 // authorize checks that the request's token belongs to a task of job ns/job.
@@ -60,54 +61,30 @@ func (o *handlerOptions) authorize(r *http.Request, ns, job string) (string, *au
 	}
 	token := requestToken(r)
 	if token == "" {
-		return "", &authError{http.StatusUnauthorized, "no token: send the task's workload identity (NOMAD_TOKEN, from the task's identity { env = true } block) as the X-Nomad-Token header"}
+		return "", &authError{code: http.StatusUnauthorized, msg: "no token: send the task's workload identity (secrets/nomad_token from the task's identity { file = true } block, or NOMAD_TOKEN from identity { env = true }) as the X-Nomad-Token header"}
 	}
-	id, err := o.verifier.VerifyTask(r.Context(), token)
+	id, known := o.verified.get(token)
+	var err error
+	if !known {
+		// Each new token costs a Nomad call: bounded over all jobs.
+		if ok, wait := o.verifications.take(""); !ok {
+			return "", &authError{http.StatusTooManyRequests, "too many new tokens to verify with Nomad; retry later", wait}
+		}
+		id, err = o.verifier.VerifyTask(r.Context(), token)
+		if err == nil {
+			o.verified.put(token, id)
+		}
+	}
 	switch {
 	case errors.Is(err, ErrTokenRefused):
 		// The message starts with ErrTokenRefused's text, less the package.
-		return "", &authError{http.StatusForbidden, fmt.Sprintf("%s: send the workload identity of a running task of job %q", strings.TrimPrefix(err.Error(), "live: "), ns+"/"+job)}
+		return "", &authError{code: http.StatusForbidden, msg: fmt.Sprintf("%s: send the workload identity of a running task of job %q", strings.TrimPrefix(err.Error(), "live: "), ns+"/"+job)}
 	case err != nil:
-		return "", &authError{http.StatusServiceUnavailable, fmt.Sprintf("verifying the token with Nomad failed, retry: %v", err)}
+		return "", &authError{code: http.StatusServiceUnavailable, msg: fmt.Sprintf("verifying the token with Nomad failed, retry: %v", err)}
 	case id.Namespace != ns || id.JobID != job:
-		return "", &authError{http.StatusForbidden, fmt.Sprintf("token of a task of job %q (allocation %s) cannot report for job %q: a job reports only for itself", id.Namespace+"/"+id.JobID, id.AllocID, ns+"/"+job)}
+		return "", &authError{code: http.StatusForbidden, msg: fmt.Sprintf("token of a task of job %q (allocation %s) cannot report for job %q: a job reports only for itself", id.Namespace+"/"+id.JobID, id.AllocID, ns+"/"+job)}
 	}
 	return id.AllocID, nil
-}
-
-// lastReports remembers, per job, the last report this replica took and
-// the allocation it came from, so a report never goes backwards within
-// one allocation. A lower report from a new allocation is the job
-// resuming from its last checkpoint, and is taken.
-type lastReports struct {
-	mu   sync.Mutex
-	jobs map[string]lastReport
-}
-
-type lastReport struct {
-	alloc string
-	done  float64
-}
-
-// check returns why done cannot follow the last report of job id from
-// alloc, or "".
-func (l *lastReports) check(id, alloc string, done float64) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	last, ok := l.jobs[id]
-	if ok && alloc != "" && last.alloc == alloc && done < last.done {
-		return fmt.Sprintf("done = %g is below this allocation's last report %g: progress only goes back when a new allocation resumes from a checkpoint", done, last.done)
-	}
-	return ""
-}
-
-func (l *lastReports) record(id, alloc string, done float64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.jobs == nil {
-		l.jobs = map[string]lastReport{}
-	}
-	l.jobs[id] = lastReport{alloc, done}
 }
 
 // jobWork is the work of job id as the ledger this replica last loaded
@@ -119,4 +96,34 @@ func (s *Service) jobWork(id string) (float64, bool) {
 	}
 	rec, ok := l.Jobs[id]
 	return rec.Work, ok && rec.Work > 0
+}
+
+// AllocIndexer says which job an allocation belongs to, by the job's Nomad create index, so
+// that a report is tied to one registration of the job: a job purged and registered again
+// under the same ID has a new create index, and the old one's late reports do not count
+// for it. nomadapi.AllocIndexer is the live one.
+type AllocIndexer interface {
+	JobCreateIndex(ctx context.Context, namespace, allocID string) (uint64, error)
+}
+
+// WithAllocIndexer stores each verified report with the create index of its allocation's
+// job (WithTaskVerifier gives the allocation).
+func WithAllocIndexer(x AllocIndexer) HandlerOption {
+	return func(o *handlerOptions) { o.indexer = x }
+}
+
+// jobIndex is the create index of alloc's job (0 with no allocation or no indexer).
+func (o *handlerOptions) jobIndex(ctx context.Context, namespace, alloc string) (uint64, error) {
+	if alloc == "" || o.indexer == nil {
+		return 0, nil
+	}
+	if idx, ok := o.allocJobs.get(alloc); ok {
+		return idx, nil
+	}
+	idx, err := o.indexer.JobCreateIndex(ctx, namespace, alloc)
+	if err != nil {
+		return 0, err
+	}
+	o.allocJobs.put(alloc, idx)
+	return idx, nil
 }

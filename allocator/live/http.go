@@ -1,21 +1,25 @@
 package live
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"io"
+	"math"
 	"net/http"
-	"strings"
+	"strconv"
 
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
+
+	"github.com/nomad-fft/nomad-fft/allocator/jobid"
 	"github.com/nomad-fft/nomad-fft/allocator/report"
 )
 
 // Handler serves the service's HTTP API:
 //
 //	GET /v1/health                     200 {"status":"ok"} while the last round succeeded (or none ran yet), else 503
-//	GET /v1/status                     the Status as JSON
+//	GET /v1/status                     the Status as JSON (with WithNamespaceReader: a token's namespaces only)
 //	GET /v1/metrics                    Prometheus metrics, when WithMetrics gives their handler
 //	GET /ui                            the status page, when WithUI gives its handler
 //	PUT /v1/progress/{namespace}/{job} a job's progress report (POST works too)
@@ -24,16 +28,24 @@ import (
 // number (42) or JSON ({"done": 42}). The answer is 200 with what was
 // stored; 400 with a message naming the field and the fix when the body or
 // the path is wrong; 503 when the store failed (retry); 501 when the store
-// takes no reports. It only writes the store (ProgressReporter), so a
+// takes no reports; 429 (with Retry-After) when the job sends more reports
+// than WithReportLimits allows, or too many new tokens come to verify. It only writes the store (ProgressReporter), so a
 // standby replica takes reports as well as the leader. With
 // WithTaskVerifier it also answers 401 without a token and 403 for a token
 // that is not one of the job's own tasks, and 409 for a report below the
-// last one from the same allocation. A report beyond the job's work is 400.
+// stored one from the same allocation (checked against the store, so it
+// holds across replicas). A report beyond the job's work is 400.
 // From a task:
 //
 //	curl -fsS -X PUT -H "X-Nomad-Token: $NOMAD_TOKEN" --data 42 http://127.0.0.1:4650/v1/progress/$NOMAD_NAMESPACE/$NOMAD_JOB_ID
 func Handler(s *Service, opts ...HandlerOption) http.Handler {
-	var o handlerOptions
+	o := handlerOptions{
+		perJob:        newBuckets(DefaultReportsPerSecond, DefaultReportBurst),
+		verifications: newBuckets(DefaultVerificationsPerSecond, DefaultVerificationBurst),
+		verified:      newTokenCache[TaskIdentity](),
+		scopes:        newTokenCache[ReadScope](),
+		allocJobs:     newTokenCache[uint64](),
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -49,14 +61,26 @@ func Handler(s *Service, opts ...HandlerOption) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, s.Status())
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		sc, denied := o.readScope(r)
+		if denied != nil {
+			denied.write(w)
+			return
+		}
+		writeJSON(w, http.StatusOK, sc.Filter(s.Status()))
 	})
 	if o.metrics != nil {
 		mux.Handle("GET /v1/metrics", o.metrics)
 	}
 	if o.ui != nil {
-		mux.Handle("GET /ui", o.ui)
+		mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
+			sc, denied := o.readScope(r)
+			if denied != nil {
+				denied.write(w)
+				return
+			}
+			o.ui.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), scopeKey{}, sc)))
+		})
 	}
 	return mux
 }
@@ -67,6 +91,18 @@ type HandlerOption func(*handlerOptions)
 type handlerOptions struct {
 	metrics, ui http.Handler
 	verifier    TaskVerifier
+	// perJob bounds each job's reports, verifications the new tokens sent to Nomad;
+	// verified remembers the tokens Nomad verified.
+	perJob, verifications *buckets
+	verified              *tokenCache[TaskIdentity]
+	// readers, when set, restricts the status to the namespaces a token may read;
+	// scopes remembers what it said.
+	readers NamespaceReader
+	scopes  *tokenCache[ReadScope]
+	// indexer, when set, says which job (by create index) an allocation is of; allocJobs
+	// remembers it (an allocation never changes job).
+	indexer   AllocIndexer
+	allocJobs *tokenCache[uint64]
 }
 
 // WithMetrics serves h on GET /v1/metrics (package allocator/telemetry's Prometheus handler,
@@ -83,7 +119,6 @@ const maxProgressBody = 1 << 10
 const progressUsage = report.Usage
 
 func progressHandler(s *Service, o *handlerOptions) http.Handler {
-	var last lastReports
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rep, ok := s.loop.Store().(loop.ProgressReporter)
 		if !ok {
@@ -91,17 +126,22 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 			return
 		}
 		ns, job := r.PathValue("namespace"), r.PathValue("job")
-		for _, seg := range []struct{ name, v string }{{"namespace", ns}, {"job", job}} {
-			// An escaped slash (%2F) would make the ID ambiguous.
-			if seg.v == "" || strings.Contains(seg.v, "/") {
-				writeError(w, http.StatusBadRequest, fmt.Sprintf("path %s %q: expected one non-empty path segment: PUT /v1/progress/<namespace>/<job>", seg.name, seg.v))
-				return
-			}
+		// As Nomad names them, and one Consul key step each: an escaped slash (%2F) or a
+		// ".." (%2E%2E) would name another key.
+		if err := jobid.Check(ns, job); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("path %v: PUT /v1/progress/<namespace>/<job>", err))
+			return
 		}
 		alloc, denied := o.authorize(r, ns, job)
+		if denied == nil {
+			if ok, wait := o.perJob.take(ns + "/" + job); !ok {
+				denied = &authError{code: http.StatusTooManyRequests, retryAfter: wait,
+					msg: fmt.Sprintf("job %q sent more than %g reports a second (burst %g); retry later", ns+"/"+job, o.perJob.rate, o.perJob.burst)}
+			}
+		}
 		if denied != nil {
 			s.opts.log.Warn("progress report refused", "job", ns+"/"+job, "error", denied.msg)
-			writeError(w, denied.code, denied.msg)
+			denied.write(w)
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxProgressBody))
@@ -125,16 +165,23 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("done = %g is beyond the job's fft.work = %g: report the work units done so far, at most the job's work", done, work))
 			return
 		}
-		if why := last.check(id, alloc, done); why != "" {
-			writeError(w, http.StatusConflict, why)
+		jobIndex, err := o.jobIndex(r.Context(), ns, alloc)
+		if err != nil {
+			s.opts.log.Warn("looking up a report's allocation failed", "job", id, "alloc", alloc, "error", err)
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("looking up allocation %s in Nomad failed, retry: %v", alloc, err))
 			return
 		}
-		if err := storeReport(r.Context(), rep, id, rp); err != nil {
+		err = storeReport(r.Context(), rep, id, alloc, jobIndex, rp)
+		var behind *loop.BehindError
+		switch {
+		case errors.As(err, &behind):
+			writeError(w, http.StatusConflict, behind.Error())
+			return
+		case err != nil:
 			s.opts.log.Warn("storing a progress report failed", "job", id, "done", done, "error", err)
 			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("storing the report failed, retry: %v", err))
 			return
 		}
-		last.record(id, alloc, done)
 		s.opts.log.Debug("progress reported", "job", id, "done", done, "alloc", alloc)
 		writeJSON(w, http.StatusOK, map[string]any{"job": id, "done": done})
 	})
@@ -143,6 +190,14 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 // parseProgress reads a progress report's body (package report): a number,
 // or a JSON object with "done" and the fields a task driver measured.
 func parseProgress(body []byte) (report.Report, error) { return report.Parse(body) }
+
+// write answers the refused request.
+func (e *authError) write(w http.ResponseWriter) {
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.retryAfter.Seconds()))))
+	}
+	writeError(w, e.code, e.msg)
+}
 
 // writeError answers a request that failed with {"error": msg}.
 func writeError(w http.ResponseWriter, code int, msg string) {

@@ -97,7 +97,17 @@ func TestProgressEndpoint(t *testing.T) {
 		{name: "too big", method: "PUT", path: "/v1/progress/default/train", body: strings.Repeat(" ", maxProgressBody+1) + "1",
 			wantCode: 413, wantBody: "body over 1024 bytes"},
 		{name: "escaped slash in the job", method: "PUT", path: "/v1/progress/default/a%2Fb", body: "1",
-			wantCode: 400, wantBody: `path job \"a/b\": expected one non-empty path segment`},
+			wantCode: 400, wantBody: `contains a slash`},
+		{name: "dot-dot namespace (a Consul path step)", method: "PUT", path: "/v1/progress/%2E%2E/ledger", body: "1",
+			wantCode: 400, wantBody: `namespace \"..\"`},
+		{name: "dot-dot job", method: "PUT", path: "/v1/progress/default/%2E%2E", body: "1",
+			wantCode: 400, wantBody: `job ID \"..\" is a path step`},
+		{name: "namespace Nomad refuses", method: "PUT", path: "/v1/progress/a_b/train", body: "1",
+			wantCode: 400, wantBody: "as Nomad names a namespace"},
+		{name: "space in the job", method: "PUT", path: "/v1/progress/default/a%20b", body: "1",
+			wantCode: 400, wantBody: "contains a space"},
+		{name: "dots inside a job ID", method: "PUT", path: "/v1/progress/default/train.v2", body: "3",
+			wantCode: 200, wantStored: map[string]float64{"default/train.v2": 3}},
 		{name: "GET is not allowed", method: "GET", path: "/v1/progress/default/train", wantCode: 405},
 		{name: "no job", method: "PUT", path: "/v1/progress/default", body: "1", wantCode: 404},
 		{name: "too many segments", method: "PUT", path: "/v1/progress/default/a/b", body: "1", wantCode: 404},
@@ -237,7 +247,7 @@ func FuzzHandler(f *testing.F) {
 	f.Add("PUT", "/v1/progress//a", "tok-a", "1")
 	f.Add("PUT", "/v1/progress/default/b", "tok-a", "1")
 	f.Add("PUT", "/v1/../v1/progress/default/a", "tok-a", "1")
-	documented := map[int]bool{200: true, 301: true, 307: true, 400: true, 401: true, 403: true, 404: true, 405: true, 409: true, 413: true, 503: true}
+	documented := map[int]bool{200: true, 301: true, 307: true, 400: true, 401: true, 403: true, 404: true, 405: true, 409: true, 413: true, 429: true, 503: true}
 	f.Fuzz(func(t *testing.T, method, path, token, body string) {
 		if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " \t\r\n#?") || method == "" || strings.ContainsAny(method, " \t\r\n/") {
 			return // not a request line a client can send

@@ -120,8 +120,15 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 	for k := range snap.Jobs {
 		j := &snap.Jobs[k]
 		rec, seen := prev[j.ID]
+		if seen && !sameJob(rec, j) {
+			// Purged and registered again: a new job that happens to share the ID.
+			seen = false
+		}
 		if !seen {
 			rec = JobRecord{JobState: fairness.JobState{Arrival: t, Work: j.Spec.Work}, Status: StatusWaiting}
+		}
+		if j.CreateIndex != 0 {
+			rec.CreateIndex = j.CreateIndex
 		}
 		done, reported := progress[j.ID]
 		vouch(&rec, done, reported)
@@ -281,6 +288,55 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 	sort.Slice(models, func(a, b int) bool { return models[a].Name < models[b].Name })
 	pr.instance = allocator.Instance{Round: t, Models: models, Jobs: kept, Fairness: fs, Config: cfg}
 	return pr
+}
+
+// sameJob reports whether rec is a record of job j and not of an earlier job
+// with the same ID; a record or job without a create index is taken as the
+// same (records written before the index was kept).
+func sameJob(rec JobRecord, j *Job) bool {
+	return rec.CreateIndex == 0 || j.CreateIndex == 0 || rec.CreateIndex == j.CreateIndex
+}
+
+// staleReports are the jobs whose stored progress reports must not count:
+// jobs no longer in Nomad (purged, stopped, or no longer managed) and jobs
+// registered again since their record was written. A job listed as invalid
+// is still there, and keeps its report.
+func staleReports(snap *Snapshot, prev map[string]JobRecord, progress map[string]float64, reports map[string]report.Report) []string {
+	present := make(map[string]*Job, len(snap.Jobs)+len(snap.Invalid))
+	for k := range snap.Jobs {
+		present[snap.Jobs[k].ID] = &snap.Jobs[k]
+	}
+	for _, inv := range snap.Invalid {
+		present[inv.ID] = nil
+	}
+	stale := map[string]bool{}
+	check := func(id string) {
+		j, ok := present[id]
+		if !ok {
+			stale[id] = true
+			return
+		}
+		if rec, seen := prev[id]; seen && j != nil && !sameJob(rec, j) {
+			stale[id] = true
+		}
+		// A report the allocator tied to an allocation of an earlier job with this ID
+		// (it can land after that job was purged and the record forgotten).
+		if r, ok := reports[id]; ok && j != nil && r.JobCreateIndex != 0 && j.CreateIndex != 0 && r.JobCreateIndex != j.CreateIndex {
+			stale[id] = true
+		}
+	}
+	for id := range progress {
+		check(id)
+	}
+	for id := range reports {
+		check(id)
+	}
+	out := make([]string, 0, len(stale))
+	for id := range stale {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // policySnapshot is the round as a policy sees it: the engine's instance

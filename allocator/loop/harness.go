@@ -130,6 +130,9 @@ func NewJob(name string) *JobBuilder {
 		Spec: &jobmeta.Spec{Work: 10, WorkUnit: "steps", Weight: 1, GPUs: 1, Throughput: map[string]float64{}}}}
 }
 
+// Created sets the job's Nomad create index (a re-registration has a new one).
+func (b *JobBuilder) Created(index uint64) *JobBuilder { b.j.CreateIndex = index; return b }
+
 // GPUs sets the gang size.
 func (b *JobBuilder) GPUs(n int) *JobBuilder { b.j.Spec.GPUs = n; return b }
 

@@ -190,6 +190,15 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	}
 	progress := l.progress(ctx, ph.log)
 	reports := l.reports(ctx, ph.log)
+	if stale := staleReports(snap, prev.Jobs, progress, reports); len(stale) > 0 {
+		// Before anything is applied: a job the round has not started cannot
+		// report, so what is deleted is the earlier job's.
+		for _, id := range stale {
+			delete(progress, id)
+			delete(reports, id)
+		}
+		l.prune(ctx, stale, ph.log)
+	}
 	overrides, err := l.overrides(ctx)
 	if err != nil {
 		// Without them a round could start a job an operator parked.
@@ -362,6 +371,20 @@ func (l *Loop) progress(ctx context.Context, log hclog.Logger) map[string]float6
 		log.Warn("reading progress reports failed; using estimates", "error", err)
 	}
 	return p
+}
+
+// prune deletes the stale reports, when the store can; a failure is logged
+// and tried again next round (the round ignores them meanwhile).
+func (l *Loop) prune(ctx context.Context, ids []string, log hclog.Logger) {
+	pp, ok := l.store.(ProgressPruner)
+	if !ok {
+		return
+	}
+	if err := pp.PruneProgress(ctx, ids); err != nil {
+		log.Warn("deleting the progress reports of jobs gone or registered again failed; retrying next round", "jobs", ids, "error", err)
+		return
+	}
+	log.Debug("deleted the progress reports of jobs gone or registered again", "jobs", ids)
 }
 
 // overrides reads the operators' decisions, when the store keeps them.

@@ -27,6 +27,8 @@ type MemStore struct {
 var (
 	_ Store            = (*MemStore)(nil)
 	_ ProgressReader   = (*MemStore)(nil)
+	_ ProgressPruner   = (*MemStore)(nil)
+	_ AllocReporter    = (*MemStore)(nil)
 	_ ProgressReporter = (*MemStore)(nil)
 	_ OverrideReader   = (*MemStore)(nil)
 	_ OverrideWriter   = (*MemStore)(nil)
@@ -105,6 +107,20 @@ func (m *MemStore) ReportProgress(_ context.Context, id string, done float64) er
 	return nil
 }
 
+// PruneProgress deletes the reports of jobs ids.
+func (m *MemStore) PruneProgress(_ context.Context, ids []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.Err != nil {
+		return m.Err
+	}
+	for _, id := range ids {
+		delete(m.reports, id)
+		delete(m.full, id)
+	}
+	return nil
+}
+
 // Progress returns the reports stored so far.
 func (m *MemStore) Progress(context.Context) (map[string]float64, error) {
 	m.mu.Lock()
@@ -145,6 +161,28 @@ func (m *MemStore) StoreReport(_ context.Context, id string, r report.Report) er
 	if m.Err != nil {
 		return m.Err
 	}
+	m.full[id], m.reports[id] = r, r.Done
+	return nil
+}
+
+// StoreAllocReport stores job id's report from alloc unless it goes below
+// the stored one of the same allocation (AllocReporter).
+func (m *MemStore) StoreAllocReport(_ context.Context, id, alloc string, r report.Report) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.Err != nil {
+		return m.Err
+	}
+	var prev *report.Report
+	if p, ok := m.full[id]; ok {
+		prev = &p
+	} else if d, ok := m.reports[id]; ok {
+		prev = &report.Report{Done: d}
+	}
+	if err := CheckAfter(prev, alloc, r); err != nil {
+		return err
+	}
+	r.Alloc = alloc
 	m.full[id], m.reports[id] = r, r.Done
 	return nil
 }

@@ -36,8 +36,23 @@ type Override struct {
 	At   time.Time `json:"at"`
 }
 
+// Bounds of an override's text fields: an audit line, not a document.
+const (
+	MaxOverrideNote  = 1 << 10
+	MaxOverrideBy    = 256
+	MaxOverrideModel = 256
+)
+
 // Validate checks the override's fields.
 func (o Override) Validate() error {
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"note", o.Note, MaxOverrideNote}, {"by", o.By, MaxOverrideBy}, {"model", o.Model, MaxOverrideModel}} {
+		if len(f.v) > f.max {
+			return fmt.Errorf("override %s is %d bytes, over the %d allowed", f.name, len(f.v), f.max)
+		}
+	}
 	switch o.Action {
 	case OverridePark:
 		if o.Model != "" {

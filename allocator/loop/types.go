@@ -23,6 +23,9 @@ type Job struct {
 	Spec      *jobmeta.Spec
 	// ModifyIndex is the job's JobModifyIndex, for check-and-set writes.
 	ModifyIndex uint64
+	// CreateIndex is Nomad's index of the job's registration: a job purged and
+	// registered again under the same ID has a new one, and is a new job.
+	CreateIndex uint64
 	// Gated is true while the job-level gate constraint holds it.
 	Gated bool
 	// OffPool is true while the job's node pool is not the allocator's GPU
@@ -118,6 +121,10 @@ type JobRecord struct {
 	fairness.JobState
 	// User is the job's fft.user: a label, fairness is per job.
 	User string `json:"user,omitempty"`
+	// CreateIndex is the Nomad create index of the job the record is of (0
+	// in records written before it was kept): a job with the same ID and
+	// another create index starts a new record.
+	CreateIndex uint64 `json:"create_index,omitempty"`
 	// Done is the progress in work units: the job's last report plus the
 	// rounds run since then times the declared throughput (the estimate
 	// alone when the job never reports), never more than Earned.
@@ -373,6 +380,44 @@ type ReportStorer interface {
 // declared ones.
 type ReportReader interface {
 	Reports(ctx context.Context) (map[string]report.Report, error)
+}
+
+// AllocReporter is an optional Store interface: it stores job id's report
+// as from allocation alloc, check-and-set against the report stored before
+// it, and refuses with a *BehindError a report below the stored one when
+// both come from the same allocation (a new allocation resuming from an
+// older checkpoint may go lower). So the check holds whichever replica took
+// either report. An empty alloc (reports taken without authentication) is
+// never refused.
+type AllocReporter interface {
+	StoreAllocReport(ctx context.Context, id, alloc string, r report.Report) error
+}
+
+// BehindError is a report below the stored one of the same allocation.
+type BehindError struct {
+	Done, Last float64
+}
+
+func (e *BehindError) Error() string {
+	return fmt.Sprintf("done = %g is below this allocation's last report %g: progress only goes back when a new allocation resumes from a checkpoint", e.Done, e.Last)
+}
+
+// CheckAfter returns a *BehindError when r, from alloc, cannot follow the
+// stored report prev (nil: none).
+func CheckAfter(prev *report.Report, alloc string, r report.Report) error {
+	if prev != nil && alloc != "" && prev.Alloc == alloc && r.Done < prev.Done {
+		return &BehindError{Done: r.Done, Last: prev.Done}
+	}
+	return nil
+}
+
+// ProgressPruner is an optional Store interface: it deletes the progress
+// reports of the jobs named ("namespace/job"), those no longer in Nomad and
+// those registered again (a new create index), so that a job registered
+// later under the same ID starts with none. Deleting a report that is not
+// there is no error.
+type ProgressPruner interface {
+	PruneProgress(ctx context.Context, ids []string) error
 }
 
 // ErrConflict means a check-and-set write found newer data than expected.

@@ -158,6 +158,9 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 		if job.JobModifyIndex != nil {
 			j.ModifyIndex = *job.JobModifyIndex
 		}
+		if job.CreateIndex != nil {
+			j.CreateIndex = *job.CreateIndex
+		}
 		observeAllocs(&j, byJob[key], dead[key])
 		j.UnhealthyGPU = holdsUnhealthy(byJob[key], unhealthy)
 		if !j.Held() && !j.Finished && len(j.Allocs) == 0 && len(j.Pinned) > 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-fft/nomad-fft/allocator/jobid"
 	"github.com/nomad-fft/nomad-fft/allocator/live"
 )
 
@@ -68,6 +69,11 @@ func parseClaims(token string) (claims, error) {
 	}
 	if c.Namespace == "" || c.JobID == "" || c.AllocID == "" {
 		return claims{}, fmt.Errorf("%w: JWT lacks the nomad_namespace, nomad_job_id or nomad_allocation_id claim", live.ErrTokenRefused)
+	}
+	// Unverified yet: they name the variable path the verifier asks Nomad about, so they
+	// must be IDs Nomad could have issued.
+	if err := jobid.Check(c.Namespace, c.JobID); err != nil {
+		return claims{}, fmt.Errorf("%w: JWT claims %v", live.ErrTokenRefused, err)
 	}
 	return c, nil
 }

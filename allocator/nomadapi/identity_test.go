@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-fft/nomad-fft/allocator/jobid"
 	"github.com/nomad-fft/nomad-fft/allocator/live"
 )
 
@@ -113,4 +114,35 @@ func TestIdentityVerifierNomadDown(t *testing.T) {
 	if err == nil || errors.Is(err, live.ErrTokenRefused) {
 		t.Fatalf("VerifyTask with Nomad down = %v, want an error to retry on (not a refusal)", err)
 	}
+}
+
+// FuzzParseClaims: any token is refused as not a workload identity (wrapping
+// live.ErrTokenRefused), or its claims name a namespace, a job ID that jobid accepts, and an
+// allocation.
+func FuzzParseClaims(f *testing.F) {
+	enc := base64.RawURLEncoding.EncodeToString
+	for _, claims := range []string{
+		`{"nomad_namespace":"default","nomad_job_id":"train","nomad_allocation_id":"a1","nomad_task":"t"}`,
+		`{"nomad_namespace":"default","nomad_job_id":"..","nomad_allocation_id":"a1"}`,
+		`{"nomad_namespace":"..","nomad_job_id":"ledger","nomad_allocation_id":"a1"}`,
+		`{"nomad_namespace":"default","nomad_job_id":"train.v2","nomad_allocation_id":"a1"}`,
+		`{"nomad_namespace":"default"}`, `[]`, `null`,
+	} {
+		f.Add(enc([]byte(`{"alg":"ES256"}`)) + "." + enc([]byte(claims)) + ".sig")
+	}
+	f.Add("not-a-jwt")
+	f.Add("a.b.c.d")
+	f.Add("..")
+	f.Fuzz(func(t *testing.T, token string) {
+		c, err := parseClaims(token)
+		if err != nil {
+			if !errors.Is(err, live.ErrTokenRefused) {
+				t.Fatalf("error %v does not wrap ErrTokenRefused", err)
+			}
+			return
+		}
+		if c.AllocID == "" || jobid.Check(c.Namespace, c.JobID) != nil || strings.Count(token, ".") != 2 {
+			t.Fatalf("took %q as %+v", token, c)
+		}
+	})
 }

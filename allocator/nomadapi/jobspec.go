@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
 )
 
 // Two holds keep Nomad from placing a job before a round selects it.
@@ -125,20 +127,30 @@ func eachGPURequest(job *api.Job, f func(tg *api.TaskGroup, d *api.RequestedDevi
 
 // GPUDemand returns d_j: the GPUs the job needs at once, the sum over its
 // task groups of count times the GPU device counts of its tasks (a device
-// block without count asks for 1).
+// block without count asks for 1). The sum saturates: a demand beyond
+// jobmeta.MaxGPUs, a negative group count, or a device or group count beyond
+// it (even in a group of count 0) give jobmeta.MaxGPUs+1, which jobmeta.Parse refuses
+// (device counts are uint64 in Nomad's API: 2^64-1 and 2 must not sum to 1).
 func GPUDemand(job *api.Job) int {
-	total := 0
+	const over = jobmeta.MaxGPUs + 1
+	total := uint64(0)
 	eachGPURequest(job, func(tg *api.TaskGroup, d *api.RequestedDevice) {
-		n, count := 1, 1
+		n, count := uint64(1), int64(1)
 		if tg.Count != nil {
-			count = *tg.Count
+			count = int64(*tg.Count)
 		}
 		if d.Count != nil {
-			n = int(*d.Count)
+			n = *d.Count
 		}
-		total += count * n
+		switch {
+		case count < 0 || n > over || uint64(count) > over:
+			total = over
+		case total < over:
+			// Both factors are at most over (2^16+1), so the product fits.
+			total = min(total+n*uint64(count), over)
+		}
 	})
-	return total
+	return int(total)
 }
 
 // modelConstraint is the steering constraint for a model. A purely numeric

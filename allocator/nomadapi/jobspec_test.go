@@ -1,11 +1,14 @@
 package nomadapi
 
 import (
+	"math"
+	"math/big"
 	"slices"
 	"testing"
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
@@ -84,11 +87,66 @@ func TestGPUDemand(t *testing.T) {
 		{"with model", gpuJob("nvidia/gpu/Tesla V100-SXM2-16GB", 4, 1), 4},
 		{"group count", gpuJob("nvidia/gpu", 2, 3), 6},
 		{"other vendor", gpuJob("amd/gpu", 2, 1), 0},
+		// Counts that overflow an int saturate beyond jobmeta.MaxGPUs, which Parse refuses:
+		// 2^64-1 plus 2 once summed to 1, a job the allocator then took.
+		{"2^64-1 and 2", twoDevices(math.MaxUint64, 2), jobmeta.MaxGPUs + 1},
+		{"2^63 and 2^63", twoDevices(1<<63, 1<<63), jobmeta.MaxGPUs + 1},
+		{"huge group count", gpuJob("nvidia/gpu", 1<<40, math.MaxInt), jobmeta.MaxGPUs + 1},
+		{"negative group count", gpuJob("nvidia/gpu", 2, -3), jobmeta.MaxGPUs + 1},
 	} {
 		if got := GPUDemand(tc.job); got != tc.want {
 			t.Errorf("%s: GPUDemand = %d, want %d", tc.name, got, tc.want)
 		}
+		if tc.want > jobmeta.MaxGPUs {
+			if _, err := jobmeta.Parse(map[string]string{"fft.work": "10", "fft.throughput": "A=1"}, GPUDemand(tc.job)); err == nil {
+				t.Errorf("%s: jobmeta.Parse took the demand", tc.name)
+			}
+		}
 	}
+}
+
+// twoDevices is a job with two GPU device blocks of counts a and b.
+func twoDevices(a, b uint64) *api.Job {
+	job := gpuJob("nvidia/gpu", a, 1)
+	tk := job.TaskGroups[0].Tasks[1]
+	tk.Resources.Devices = append(tk.Resources.Devices, &api.RequestedDevice{Name: "nvidia/gpu", Count: &b})
+	return job
+}
+
+// FuzzGPUDemand: whatever the counts, the demand is the exact sum when it is at most
+// jobmeta.MaxGPUs, and beyond MaxGPUs (so refused) otherwise or when any one count is beyond it;
+// never negative or wrapped.
+func FuzzGPUDemand(f *testing.F) {
+	f.Add(uint64(2), uint64(1), 1, 1)
+	f.Add(uint64(math.MaxUint64), uint64(2), 1, 1)
+	f.Add(uint64(1<<63), uint64(1<<63), 2, 3)
+	f.Add(uint64(4), uint64(0), -1, 1)
+	f.Add(uint64(1), uint64(1), math.MaxInt, math.MaxInt)
+	f.Fuzz(func(t *testing.T, a, b uint64, countA, countB int) {
+		job := gpuJob("nvidia/gpu", a, countA)
+		job.TaskGroups = append(job.TaskGroups, gpuJob("gpu", b, countB).TaskGroups[0])
+		got := GPUDemand(job)
+		exact := new(big.Int).Mul(new(big.Int).SetUint64(a), big.NewInt(int64(countA)))
+		exact.Add(exact, new(big.Int).Mul(new(big.Int).SetUint64(b), big.NewInt(int64(countB))))
+		// A device or group count beyond MaxGPUs is refused even where the product is small
+		// (a group of count 0): it is no request anyone means.
+		const maxGPUs = jobmeta.MaxGPUs
+		absurd := countA < 0 || countB < 0 || a > maxGPUs || b > maxGPUs || countA > maxGPUs || countB > maxGPUs
+		switch {
+		case absurd:
+			if got <= jobmeta.MaxGPUs {
+				t.Fatalf("counts %d x %d and %d x %d: demand %d, want beyond %d", a, countA, b, countB, got, jobmeta.MaxGPUs)
+			}
+		case exact.Cmp(big.NewInt(jobmeta.MaxGPUs)) <= 0:
+			if int64(got) != exact.Int64() {
+				t.Fatalf("demand %d, want %s", got, exact)
+			}
+		default:
+			if got <= jobmeta.MaxGPUs {
+				t.Fatalf("demand %d for an exact %s, want beyond %d", got, exact, jobmeta.MaxGPUs)
+			}
+		}
+	})
 }
 
 func TestSteer(t *testing.T) {

@@ -30,6 +30,15 @@ type Report struct {
 	// the request (signal) to the checkpoint being written.
 	CheckpointBytes   *float64 `json:"checkpoint_bytes,omitempty"`
 	CheckpointSeconds *float64 `json:"checkpoint_seconds,omitempty"`
+	// Alloc is the Nomad allocation the report came from, as the allocator verified it
+	// (the task's workload identity); the allocator stores it with the report, so that
+	// "never backwards within one allocation" is checked against the stored report. A
+	// client's own value is replaced by the verified one, or dropped.
+	Alloc string `json:"alloc,omitempty"`
+	// JobCreateIndex is the Nomad create index of the job that allocation belongs to, as
+	// the allocator looked it up: a report of an earlier job with the same ID (purged and
+	// registered again) does not count for the new one. Set by the allocator only.
+	JobCreateIndex uint64 `json:"job_create_index,omitempty"`
 }
 
 // Measured reports whether r carries more than Done.
@@ -56,6 +65,8 @@ func Parse(body []byte) (Report, error) {
 			RestartSeconds      *float64 `json:"restart_seconds"`
 			CheckpointBytes     *float64 `json:"checkpoint_bytes"`
 			CheckpointSeconds   *float64 `json:"checkpoint_seconds"`
+			Alloc               *string  `json:"alloc"`
+			JobCreateIndex      *uint64  `json:"job_create_index"`
 		}
 		dec := json.NewDecoder(bytes.NewReader([]byte(text)))
 		dec.DisallowUnknownFields()
@@ -74,6 +85,12 @@ func Parse(body []byte) (Report, error) {
 		r.CheckpointBytes, r.CheckpointSeconds = v.CheckpointBytes, v.CheckpointSeconds
 		if v.GPUModel != nil {
 			r.GPUModel = *v.GPUModel
+		}
+		if v.Alloc != nil {
+			r.Alloc = *v.Alloc
+		}
+		if v.JobCreateIndex != nil {
+			r.JobCreateIndex = *v.JobCreateIndex
 		}
 		if v.GPUs != nil {
 			if g := *v.GPUs; g != math.Trunc(g) || g < 0 || g > math.MaxInt32 {

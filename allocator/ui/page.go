@@ -31,7 +31,12 @@ var pageTemplate = template.Must(template.New("page").Parse(pageText))
 // assets (its Content-Security-Policy forbids them). It refreshes itself every 30 seconds.
 func Handler(src StatusSource, h *History) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v := build(src.Status(), h.Points(), time.Now())
+		st := src.Status()
+		if sc, ok := live.ScopeFrom(r.Context()); ok {
+			// The API checked the reader's token: only its namespaces' jobs.
+			st = sc.Filter(st)
+		}
+		v := build(st, h.Points(), time.Now())
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
 		if err := pageTemplate.Execute(w, v); err != nil {

@@ -33,8 +33,9 @@ type fileConfig struct {
 	// -min-round-gap and -node-pool.
 	MinRoundGap *string `hcl:"min_round_gap,optional"`
 	NodePool    *string `hcl:"node_pool,optional"`
-	// -progress-auth.
+	// -progress-auth and -read-auth.
 	ProgressAuth *string `hcl:"progress_auth,optional"`
+	ReadAuth     *string `hcl:"read_auth,optional"`
 	// -audit-rounds.
 	AuditRounds *int `hcl:"audit_rounds,optional"`
 	// -throughput-priors.
@@ -160,6 +161,7 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 	}
 	str("node-pool", &f.nodePool, fc.NodePool)
 	str("progress-auth", &f.progressAuth, fc.ProgressAuth)
+	str("read-auth", &f.readAuth, fc.ReadAuth)
 	str("throughput-priors", &f.throughputPriors, fc.ThroughputPriors)
 	str("log-level", &f.logLevel, fc.LogLevel)
 	str("id", &f.id, fc.ID)

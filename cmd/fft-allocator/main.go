@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -75,7 +74,10 @@ type flags struct {
 	// progressAuth is how progress reports are authenticated: "nomad"
 	// (the task's workload identity, verified by Nomad) or "none".
 	progressAuth string
-	version      bool
+	// readAuth is who may read /v1/status and /ui: "nomad" (a Nomad ACL token, which sees
+	// the jobs of the namespaces it may read) or "none" (anyone sees every job).
+	readAuth string
+	version  bool
 	// engine is the round engine's configuration (defaults, then -config).
 	engine allocator.Config
 	// tenantWeights counts fft.weight in the fairness shares (-config's
@@ -123,6 +125,7 @@ func parse(args []string, stderr io.Writer) (_ *flags, err error) {
 	fs.StringVar(&f.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "This replica's name in the leader lock.")
 	fs.DurationVar(&f.leaderTTL, "leader-ttl", 15*time.Second, "TTL of the leader lock's Consul session (at least 10s): a standby takes over within it when the leader dies.")
 	fs.StringVar(&f.progressAuth, "progress-auth", progressAuthNomad, `How PUT /v1/progress/<namespace>/<job> authenticates a report: "nomad" takes it only with the workload identity of one of the job's own running tasks (X-Nomad-Token: $NOMAD_TOKEN), verified by Nomad, which needs Nomad ACLs; "none" takes every report (clusters without ACLs).`)
+	fs.StringVar(&f.readAuth, "read-auth", progressAuthNomad, `Who may read GET /v1/status and /ui: "nomad" needs a Nomad ACL token (X-Nomad-Token) and shows the jobs of the namespaces it may read, nothing without one (/v1/health stays open); "none" shows every job to anyone (clusters without Nomad ACLs, such as fftctl dev's).`)
 	fs.StringVar(&f.throughputPriors, "throughput-priors", "", "A CSV of throughput priors for jobs that declare no throughput (header model,family,speed,log_sd; speed relative to a V100, as allocator/profile's embedded table): its rows replace the embedded Gavel-derived ones with the same model and family, and add the others.")
 	fs.IntVar(&f.auditRounds, "audit-rounds", consulstore.DefaultAuditRounds, "How many of the latest round records the audit log in Consul keeps; each round deletes the one that many rounds older.")
 	if err := fs.Parse(args); err != nil {
@@ -168,6 +171,9 @@ func parse(args []string, stderr io.Writer) (_ *flags, err error) {
 	}
 	if f.progressAuth != progressAuthNomad && f.progressAuth != progressAuthNone {
 		return nil, fmt.Errorf(`-progress-auth=%q: want "nomad" (the task's workload identity) or "none"`, f.progressAuth)
+	}
+	if f.readAuth != progressAuthNomad && f.readAuth != progressAuthNone {
+		return nil, fmt.Errorf(`-read-auth=%q: want "nomad" (a Nomad ACL token's namespaces) or "none"`, f.readAuth)
 	}
 	if f.priors, err = readPriors(f.throughputPriors); err != nil {
 		return nil, err
@@ -249,11 +255,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		hopts := []live.HandlerOption{live.WithMetrics(metrics.Handler()), live.WithUI(ui.Handler(svc, history))}
 		if f.progressAuth == progressAuthNomad {
-			hopts = append(hopts, live.WithTaskVerifier(nomadapi.NewIdentityVerifier(nc)))
+			hopts = append(hopts, live.WithTaskVerifier(nomadapi.NewIdentityVerifier(nc)), live.WithAllocIndexer(nomadapi.NewAllocIndexer(nc)))
+		}
+		if f.readAuth == progressAuthNomad {
+			hopts = append(hopts, live.WithNamespaceReader(nomadapi.NewNamespaceReader(nc)))
 		}
 		// The server's own errors (refused TLS handshakes among them) go to the log.
-		srv := &http.Server{Handler: live.Handler(svc, hopts...), ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
+		srv := live.NewServer(live.Handler(svc, hopts...), live.DefaultServerLimits(),
+			log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}))
 		scheme := "http"
 		if f.tlsConfig != nil {
 			ln, scheme = tls.NewListener(ln, f.tlsConfig), "https"
@@ -263,7 +272,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Info("HTTP API listening", "address", scheme+"://"+ln.Addr().String(), "verify_https_client", f.listener.verifyHTTPSClient)
 	}
 	log.Info("starting", "id", f.id, "nomad", nc.Address(), "consul", ccfg.Scheme+"://"+ccfg.Address, "prefix", f.prefix,
-		"round", f.round, "policy", pol.Name(), "progress_auth", f.progressAuth, "tenant_weights", f.tenantWeights, "min_round_gap", f.minRoundGap,
+		"round", f.round, "policy", pol.Name(), "progress_auth", f.progressAuth, "read_auth", f.readAuth, "tenant_weights", f.tenantWeights, "min_round_gap", f.minRoundGap,
 		"node_pool", f.nodePool, "version", version.Get().String())
 	if f.once {
 		if _, err := svc.RunRound(ctx); err != nil {

@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
-	"os"
 	"strconv"
 	"time"
 )
@@ -42,12 +42,22 @@ type markerSnapshot struct {
 	content string
 }
 
+// maxMarkerBytes bounds the marker read: two numbers in JSON.
+const maxMarkerBytes = 64 << 10
+
+// snapshotMarker reads the marker without following a link (the task owns its folder and
+// the driver reads as root), nor reading more than maxMarkerBytes.
 func snapshotMarker(path string) markerSnapshot {
-	fi, err := os.Stat(path)
+	fh, err := openNoFollow(path)
 	if err != nil {
 		return markerSnapshot{}
 	}
-	b, err := os.ReadFile(path)
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxMarkerBytes {
+		return markerSnapshot{}
+	}
+	b, err := io.ReadAll(io.LimitReader(fh, maxMarkerBytes))
 	if err != nil {
 		return markerSnapshot{}
 	}

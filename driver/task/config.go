@@ -29,7 +29,6 @@ const (
 // configSpec is the agent's `plugin "nomad-driver-fft" { config { … } }` block.
 var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"allocator_address": hclspec.NewDefault(hclspec.NewAttr("allocator_address", "string", false), hclspec.NewLiteral(`""`)),
-	"allocator_token":   hclspec.NewDefault(hclspec.NewAttr("allocator_token", "string", false), hclspec.NewLiteral(`""`)),
 	// The allocator's HTTPS: its CA, and this client's certificate pair for an allocator with
 	// -tls-verify-https-client (the key names of Nomad's own consul and vault blocks).
 	"allocator_ca_file":   hclspec.NewDefault(hclspec.NewAttr("allocator_ca_file", "string", false), hclspec.NewLiteral(`""`)),
@@ -37,6 +36,13 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"allocator_key_file":  hclspec.NewDefault(hclspec.NewAttr("allocator_key_file", "string", false), hclspec.NewLiteral(`""`)),
 	"report_period":       hclspec.NewDefault(hclspec.NewAttr("report_period", "string", false), hclspec.NewLiteral(`"10s"`)),
 	"checkpoint_root":     hclspec.NewDefault(hclspec.NewAttr("checkpoint_root", "string", false), hclspec.NewLiteral(`""`)),
+	// Who tasks run as (the client's own drivers' conventions): a task without `user` runs
+	// as default_user; root only with allow_root; allowed_users, when set, is the only
+	// users a task may name, and denied_users never.
+	"default_user":  hclspec.NewDefault(hclspec.NewAttr("default_user", "string", false), hclspec.NewLiteral(`"nobody"`)),
+	"allow_root":    hclspec.NewDefault(hclspec.NewAttr("allow_root", "bool", false), hclspec.NewLiteral(`false`)),
+	"allowed_users": hclspec.NewAttr("allowed_users", "list(string)", false),
+	"denied_users":  hclspec.NewAttr("denied_users", "list(string)", false),
 })
 
 // taskConfigSpec is a task's `config { … }` block.
@@ -57,8 +63,6 @@ var taskConfigSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 type Config struct {
 	// AllocatorAddress is the fft-allocator's HTTP address; empty: nothing is published.
 	AllocatorAddress string
-	// AllocatorToken is sent as a bearer token (the allocator does not check it yet).
-	AllocatorToken string
 	// AllocatorCAFile verifies an https allocator's certificate (else the system's roots
 	// do); AllocatorCertFile and AllocatorKeyFile are this client's certificate, for an
 	// allocator that requires one. PEM files, read at SetConfig.
@@ -68,20 +72,33 @@ type Config struct {
 	// CheckpointRoot, when set, is a folder shared by the clients (NFS, a cluster file system)
 	// under which each job's checkpoints live, so that a job resumes on another node.
 	CheckpointRoot string
+	// DefaultUser runs a task that names no user; AllowRoot lets a task run as root (uid 0);
+	// AllowedUsers, when not empty, are the only users a task may run as; DeniedUsers never.
+	DefaultUser               string
+	AllowRoot                 bool
+	AllowedUsers, DeniedUsers []string
 }
 
 type rawConfig struct {
-	AllocatorAddress  string `codec:"allocator_address"`
-	AllocatorToken    string `codec:"allocator_token"`
-	AllocatorCAFile   string `codec:"allocator_ca_file"`
-	AllocatorCertFile string `codec:"allocator_cert_file"`
-	AllocatorKeyFile  string `codec:"allocator_key_file"`
-	ReportPeriod      string `codec:"report_period"`
-	CheckpointRoot    string `codec:"checkpoint_root"`
+	AllocatorAddress  string   `codec:"allocator_address"`
+	AllocatorCAFile   string   `codec:"allocator_ca_file"`
+	AllocatorCertFile string   `codec:"allocator_cert_file"`
+	AllocatorKeyFile  string   `codec:"allocator_key_file"`
+	ReportPeriod      string   `codec:"report_period"`
+	CheckpointRoot    string   `codec:"checkpoint_root"`
+	DefaultUser       string   `codec:"default_user"`
+	AllowRoot         bool     `codec:"allow_root"`
+	AllowedUsers      []string `codec:"allowed_users"`
+	DeniedUsers       []string `codec:"denied_users"`
 }
 
+// DefaultTaskUser is who a task that names no user runs as.
+const DefaultTaskUser = "nobody"
+
 // DefaultConfig is the configuration before SetConfig or without a config block.
-func DefaultConfig() Config { return Config{ReportPeriod: DefaultReportPeriod} }
+func DefaultConfig() Config {
+	return Config{ReportPeriod: DefaultReportPeriod, DefaultUser: DefaultTaskUser}
+}
 
 // FieldError is one invalid setting, Field naming it as the user wrote it.
 type FieldError struct {
@@ -110,7 +127,6 @@ func ParseConfig(msgpack []byte) (Config, error) {
 		return Config{}, fmt.Errorf("%w: decoding MessagePack: %w", ErrInvalidConfig, err)
 	}
 	var errs fieldErrors
-	cfg.AllocatorToken = raw.AllocatorToken
 	if raw.AllocatorAddress != "" {
 		u, err := url.Parse(raw.AllocatorAddress)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -136,6 +152,13 @@ func ParseConfig(msgpack []byte) (Config, error) {
 			errs.add("checkpoint_root", "want an absolute path, got %q", raw.CheckpointRoot)
 		}
 		cfg.CheckpointRoot = filepath.Clean(raw.CheckpointRoot)
+	}
+	if raw.DefaultUser != "" {
+		cfg.DefaultUser = raw.DefaultUser
+	}
+	cfg.AllowRoot, cfg.AllowedUsers, cfg.DeniedUsers = raw.AllowRoot, raw.AllowedUsers, raw.DeniedUsers
+	if err := cfg.checkUser(cfg.DefaultUser); err != nil {
+		errs.add("default_user", "%v", err)
 	}
 	if err := errs.join(ErrInvalidConfig); err != nil {
 		return Config{}, err

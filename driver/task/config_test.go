@@ -112,18 +112,34 @@ func TestPluginConfig(t *testing.T) {
 		want      Config
 		wantErr   string
 	}{
-		{name: "defaults", hcl: `config {}`, want: Config{ReportPeriod: 10 * time.Second}},
+		{name: "defaults", hcl: `config {}`, want: Config{DefaultUser: DefaultTaskUser, ReportPeriod: 10 * time.Second}},
 		{name: "everything", hcl: `config {
 			allocator_address = "http://127.0.0.1:4650/"
-			allocator_token = "s3cret"
 			report_period = "2s"
 			checkpoint_root = "/mnt/shared/ckpt/"
-		}`, want: Config{AllocatorAddress: "http://127.0.0.1:4650", AllocatorToken: "s3cret", ReportPeriod: 2 * time.Second, CheckpointRoot: "/mnt/shared/ckpt"}},
+		}`, want: Config{DefaultUser: DefaultTaskUser, AllocatorAddress: "http://127.0.0.1:4650", ReportPeriod: 2 * time.Second, CheckpointRoot: "/mnt/shared/ckpt"}},
 		{name: "unknown key", hcl: `config { allocator = "x" }`, wantErr: `No argument or block type is named "allocator"`},
+		// Reports carry each task's own workload identity; a shared static token is gone.
+		{name: "allocator_token removed", hcl: `config { allocator_token = "s3cret" }`, wantErr: `No argument or block type is named "allocator_token"`},
 		{name: "address without scheme", hcl: `config { allocator_address = "127.0.0.1:4650" }`,
 			wantErr: `invalid nomad-driver-fft config: allocator_address: want an http(s) URL such as "http://127.0.0.1:4650", got "127.0.0.1:4650"`},
 		{name: "bad period", hcl: `config { report_period = "soon" }`, wantErr: `report_period: invalid duration "soon"`},
 		{name: "period too short", hcl: `config { report_period = "1ms" }`, wantErr: "report_period: 1ms is below the minimum 100ms"},
+		{name: "users", hcl: `config {
+			default_user  = "daemon"
+			allowed_users = ["daemon", "nobody"]
+			denied_users  = ["bin"]
+		}`, want: Config{ReportPeriod: 10 * time.Second, DefaultUser: "daemon", AllowedUsers: []string{"daemon", "nobody"}, DeniedUsers: []string{"bin"}}},
+		{name: "root by default needs allow_root", hcl: `config { default_user = "root" }`,
+			wantErr: `default_user: user "root" is root (uid 0): a task runs as root only with allow_root = true`},
+		{name: "root allowed", hcl: `config {
+			default_user = "root"
+			allow_root   = true
+		}`, want: Config{ReportPeriod: 10 * time.Second, DefaultUser: "root", AllowRoot: true}},
+		{name: "default user denied", hcl: `config {
+			denied_users = ["nobody"]
+		}`, wantErr: `default_user: user "nobody" is in the plugin's denied_users`},
+		{name: "unknown default user", hcl: `config { default_user = "no-such-user-fft" }`, wantErr: `default_user: user "no-such-user-fft"`},
 		{name: "relative root", hcl: `config { checkpoint_root = "ckpt" }`, wantErr: `checkpoint_root: want an absolute path, got "ckpt"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -158,12 +157,12 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 		return nil, nil, fmt.Errorf("task with ID %q already started", cfg.ID)
 	}
 	conf, _, nomadConf := d.settings()
-	tc, p, g, err := prepareTask(cfg, conf.CheckpointRoot)
+	tc, p, g, u, err := prepareTask(cfg, conf)
 	if err != nil {
 		return nil, nil, err
 	}
 	logger := d.logger.With("alloc_id", cfg.AllocID, "task_name", cfg.Name)
-	logger.Info("starting task", "command", tc.Command, "gpus", g.IDs, "checkpoint_dir", p.CheckpointDir)
+	logger.Info("starting task", "command", tc.Command, "user", u.Name, "uid", u.UID, "gpus", g.IDs, "checkpoint_dir", p.CheckpointDir)
 	// The follower notes where the files end before the process starts: what is there is
 	// from an earlier run, what comes after is this run's.
 	startedAt := time.Now().Round(time.Millisecond)
@@ -171,7 +170,7 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	if err != nil {
 		return nil, nil, fmt.Errorf("starting task %q: %w", cfg.Name, err)
 	}
-	exec, client, pid, err := launch(logger, nomadConf, cfg, tc, g, p)
+	exec, client, pid, err := launch(logger, nomadConf, cfg, tc, g, p, u)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -190,28 +189,39 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	return handle, nil, nil
 }
 
-// prepareTask checks the task's config and creates its folders.
-func prepareTask(cfg *drivers.TaskConfig, checkpointRoot string) (TaskConfig, paths, gpus, error) {
+// prepareTask checks the task's config and user, and creates its folders: the checkpoint
+// folder is the task user's own (0700), so that a task of another user can neither read nor
+// change it; its identity file is made the task user's own (0600) as well.
+func prepareTask(cfg *drivers.TaskConfig, conf Config) (TaskConfig, paths, gpus, taskUser, error) {
 	tc, err := ParseTaskConfig(cfg)
 	if err != nil {
-		return TaskConfig{}, paths{}, gpus{}, err
+		return TaskConfig{}, paths{}, gpus{}, taskUser{}, err
 	}
-	p, err := taskPaths(cfg, checkpointRoot)
+	u, err := conf.resolveUser(cfg.User)
 	if err != nil {
-		return TaskConfig{}, paths{}, gpus{}, err
+		return TaskConfig{}, paths{}, gpus{}, taskUser{}, fmt.Errorf("%w: user: %w", ErrInvalidTaskConfig, err)
 	}
-	if err := os.MkdirAll(p.CheckpointDir, 0o777); err != nil {
-		return TaskConfig{}, paths{}, gpus{}, fmt.Errorf("creating the checkpoint folder: %w", err)
+	p, err := taskPaths(cfg, conf.CheckpointRoot)
+	if err != nil {
+		return TaskConfig{}, paths{}, gpus{}, taskUser{}, err
+	}
+	if err := makeOwnedDir(p.CheckpointDir, u); err != nil {
+		return TaskConfig{}, paths{}, gpus{}, taskUser{}, fmt.Errorf("creating the checkpoint folder: %w", err)
 	}
 	if err := ensureDir(p.StateFile); err != nil {
-		return TaskConfig{}, paths{}, gpus{}, err
+		return TaskConfig{}, paths{}, gpus{}, taskUser{}, err
 	}
-	return tc, p, allocatedGPUs(cfg), nil
+	if src := newIdentitySource(cfg); src.file != "" {
+		if err := ownFile(src.file, u); err != nil {
+			return TaskConfig{}, paths{}, gpus{}, taskUser{}, fmt.Errorf("making the task's identity file its own: %w", err)
+		}
+	}
+	return tc, p, allocatedGPUs(cfg), u, nil
 }
 
 // launch starts an executor (this binary, re-run) and the task's process in it, without a
 // cgroup, as raw_exec with no_cgroups; the executor makes the process a group leader.
-func launch(logger hclog.Logger, nomadConf *base.ClientDriverConfig, cfg *drivers.TaskConfig, tc TaskConfig, g gpus, p paths) (executor.Executor, *plugin.Client, int, error) {
+func launch(logger hclog.Logger, nomadConf *base.ClientDriverConfig, cfg *drivers.TaskConfig, tc TaskConfig, g gpus, p paths, u taskUser) (executor.Executor, *plugin.Client, int, error) {
 	exec, client, err := executor.CreateExecutor(logger, nomadConf, &executor.ExecutorConfig{
 		LogFile: filepath.Join(cfg.TaskDir().Dir, "executor.out"), LogLevel: "debug",
 	})
@@ -221,7 +231,7 @@ func launch(logger hclog.Logger, nomadConf *base.ClientDriverConfig, cfg *driver
 	env := taskEnv(cfg, tc, g, p)
 	sort.Strings(env)
 	ps, err := exec.Launch(&executor.ExecCommand{
-		Cmd: tc.Command, Args: tc.Args, Env: env, User: cfg.User, TaskDir: cfg.TaskDir().Dir,
+		Cmd: tc.Command, Args: tc.Args, Env: env, User: u.Name, TaskDir: cfg.TaskDir().Dir,
 		StdoutPath: cfg.StdoutPath, StderrPath: cfg.StderrPath, NetworkIsolation: cfg.NetworkIsolation,
 	})
 	if err != nil {
@@ -236,7 +246,7 @@ func (d *Driver) track(cfg *drivers.TaskConfig, st taskState, exec executor.Exec
 	conf, pub, _ := d.settings()
 	h := &taskHandle{
 		exec: exec, pluginClient: client, logger: logger, taskConfig: cfg, state: st,
-		gpus: gpus{Model: st.GPUModel, IDs: st.GPUIDs}, follow: fol,
+		gpus: gpus{Model: st.GPUModel, IDs: st.GPUIDs}, follow: fol, identity: newIdentitySource(cfg),
 		procState: drivers.TaskStateRunning, doneCh: make(chan struct{}),
 	}
 	h.emit = func(msg string, ann map[string]string) {

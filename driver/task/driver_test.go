@@ -29,11 +29,13 @@ import (
 type allocator struct {
 	mu      sync.Mutex
 	reports map[string][]report.Report
-	srv     *httptest.Server
+	// tokens are the X-Nomad-Token headers of the reports, by job.
+	tokens map[string][]string
+	srv    *httptest.Server
 }
 
 func newAllocator(t *testing.T) *allocator {
-	a := &allocator{reports: map[string][]report.Report{}}
+	a := &allocator{reports: map[string][]report.Report{}, tokens: map[string][]string{}}
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		rep, err := report.Parse(body)
@@ -46,6 +48,7 @@ func newAllocator(t *testing.T) *allocator {
 		defer a.mu.Unlock()
 		id := strings.TrimPrefix(r.URL.Path, "/v1/progress/")
 		a.reports[id] = append(a.reports[id], rep)
+		a.tokens[id] = append(a.tokens[id], r.Header.Get("X-Nomad-Token"))
 	}))
 	t.Cleanup(a.srv.Close)
 	return a
@@ -85,6 +88,15 @@ func newHarness(t *testing.T, cfg map[string]any) (*dtestutil.DriverHarness, *Dr
 	t.Cleanup(cancel)
 	d := New(ctx, hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testLog{t}}))
 	h := dtestutil.NewDriverHarness(t, d)
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	if _, ok := cfg["default_user"]; !ok {
+		// The harness's folders and the fake trainer (the test binary) are root's, 0700:
+		// these tests run their tasks as root, which must be allowed explicitly.
+		// TestTasksRunUnprivileged runs them as the default user, nobody.
+		cfg["default_user"], cfg["allow_root"] = "root", true
+	}
 	var b []byte
 	if err := base.MsgPackEncode(&b, cfg); err != nil {
 		t.Fatal(err)
@@ -243,6 +255,55 @@ func TestCompletesAndReportsRate(t *testing.T) {
 		if env[k] != want {
 			t.Errorf("the task's %s = %q, want %q", k, env[k], want)
 		}
+	}
+}
+
+// TestReportsCarryTheTaskIdentity: each report carries the reporting task's own workload
+// identity, from secrets/nomad_token (identity { file = true }) or else NOMAD_TOKEN
+// (identity { env = true }); a token file that is a symbolic link is not followed.
+func TestReportsCarryTheTaskIdentity(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, env, want string
+		link                  bool
+	}{
+		{name: "file", file: "jwt.from.file\n", want: "jwt.from.file"},
+		{name: "env", env: "jwt.from.env", want: "jwt.from.env"},
+		{name: "file before env", file: "jwt.from.file", env: "jwt.from.env", want: "jwt.from.file"},
+		{name: "link not followed", file: "jwt.of.another.task", link: true, env: "jwt.from.env", want: "jwt.from.env"},
+		{name: "none", want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAllocator(t)
+			h, _, _ := newHarness(t, map[string]any{"allocator_address": a.srv.URL, "report_period": "100ms"})
+			task := newTask(t, h, "", "-rate", "200", "-every", "5", "-total", "40")
+			if tc.env != "" {
+				task.Env = map[string]string{"NOMAD_TOKEN": tc.env}
+			}
+			if tc.file != "" {
+				path := filepath.Join(task.TaskDir().SecretsDir, "nomad_token")
+				if tc.link {
+					other := filepath.Join(t.TempDir(), "other-token")
+					if err := os.WriteFile(other, []byte(tc.file), 0o600); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Symlink(other, path); err != nil {
+						t.Fatal(err)
+					}
+				} else if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			start(t, h, task)
+			wait(t, h, task.ID, 20*time.Second)
+			a.await(t, "default/"+task.JobID, func(r report.Report) bool { return r.Done == 40 })
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			for i, got := range a.tokens["default/"+task.JobID] {
+				if got != tc.want {
+					t.Errorf("report %d: X-Nomad-Token %q, want %q", i, got, tc.want)
+				}
+			}
+		})
 	}
 }
 

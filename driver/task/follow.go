@@ -104,9 +104,13 @@ func (f *follower) poll() (bool, error) {
 }
 
 func (f *follower) readProgressFile() (int, error) {
-	lines, consumed, err := readLines(f.paths.ProgressFile, f.st.ProgressOffset)
+	lines, consumed, overlong, err := lineReader{&f.st.SkipProgressLine}.read(f.paths.ProgressFile, f.st.ProgressOffset)
 	if err != nil {
 		return 0, err
+	}
+	if overlong > 0 {
+		f.st.BadLines += overlong
+		f.logger.Warn("skipping a progress line over the limit", "file", f.paths.ProgressFile, "limit_bytes", maxReadBytes)
 	}
 	for _, line := range lines {
 		p, err := progress.ParseLine(line)
@@ -119,7 +123,8 @@ func (f *follower) readProgressFile() (int, error) {
 		f.st.Tracker.Add(p)
 	}
 	f.st.ProgressOffset += consumed
-	return len(lines), nil
+	// Consumed bytes are news too: the offset must be saved.
+	return len(lines) + overlong + boolInt(consumed > 0 && len(lines) == 0), nil
 }
 
 // readStdout follows logmon's rotated stdout files (<task>.stdout.0, .1, …).
@@ -127,7 +132,7 @@ func (f *follower) readStdout() (int, error) {
 	total := 0
 	for {
 		path := filepath.Join(f.paths.StdoutLogDir, f.paths.StdoutLogBase+strconv.Itoa(f.st.LogIndex))
-		lines, consumed, err := readLines(path, f.st.LogOffset)
+		lines, consumed, _, err := lineReader{&f.st.SkipLogLine}.read(path, f.st.LogOffset)
 		if err != nil {
 			return total, err
 		}
@@ -140,48 +145,70 @@ func (f *follower) readStdout() (int, error) {
 		}
 		f.st.LogOffset += consumed
 		next := filepath.Join(f.paths.StdoutLogDir, f.paths.StdoutLogBase+strconv.Itoa(f.st.LogIndex+1))
-		if len(lines) > 0 || !exists(next) {
+		if len(lines) > 0 || consumed > 0 || !exists(next) {
 			return total, nil
 		}
-		f.st.LogIndex, f.st.LogOffset = f.st.LogIndex+1, 0
+		f.st.LogIndex, f.st.LogOffset, f.st.SkipLogLine = f.st.LogIndex+1, 0, false
 	}
 }
 
-// readLines returns the whole lines of path after offset (at most maxReadBytes) and the
-// bytes they take; a missing file has none.
-func readLines(path string, offset int64) ([][]byte, int64, error) {
-	fh, err := os.Open(path)
+// lineReader reads whole lines of one file from an offset, at most maxReadBytes a call. A
+// line longer than that is skipped (it cannot be a progress line) rather than waited for
+// for ever: its bytes are consumed, up to its newline, over as many calls as it takes.
+type lineReader struct {
+	// skipping is true while the rest of an overlong line is being consumed.
+	skipping *bool
+}
+
+// read returns the whole lines of path after offset, the bytes consumed, and how many
+// overlong lines it began to skip; a missing file has none. The file is opened without
+// following a link: the task owns its folder, and the driver reads as root.
+func (lr lineReader) read(path string, offset int64) (lines [][]byte, consumed int64, overlong int, err error) {
+	fh, err := openNoFollow(path)
 	if os.IsNotExist(err) {
-		return nil, 0, nil
+		return nil, 0, 0, nil
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("opening %q: %w", path, err)
+		return nil, 0, 0, fmt.Errorf("opening %q: %w", path, err)
 	}
 	defer fh.Close()
 	fi, err := fh.Stat()
 	if err != nil {
-		return nil, 0, fmt.Errorf("reading %q: %w", path, err)
+		return nil, 0, 0, fmt.Errorf("reading %q: %w", path, err)
 	}
 	size := fi.Size() - offset
 	if size <= 0 {
-		return nil, 0, nil
+		return nil, 0, 0, nil
 	}
 	buf := make([]byte, min(size, maxReadBytes))
 	n, err := fh.ReadAt(buf, offset)
 	if err != nil && err != io.EOF {
-		return nil, 0, fmt.Errorf("reading %q at %d: %w", path, offset, err)
+		return nil, 0, 0, fmt.Errorf("reading %q at %d: %w", path, offset, err)
 	}
-	end := bytes.LastIndexByte(buf[:n], '\n')
+	buf = buf[:n]
+	if *lr.skipping {
+		i := bytes.IndexByte(buf, '\n')
+		if i < 0 {
+			return nil, int64(n), 0, nil
+		}
+		*lr.skipping = false
+		consumed, buf = int64(i+1), buf[i+1:]
+	}
+	end := bytes.LastIndexByte(buf, '\n')
 	if end < 0 {
-		return nil, 0, nil
+		if n == maxReadBytes && len(buf) == n {
+			// A whole read without a newline: an overlong line.
+			*lr.skipping = true
+			return nil, int64(n), 1, nil
+		}
+		return nil, consumed, 0, nil
 	}
-	var lines [][]byte
 	for _, l := range bytes.Split(buf[:end], []byte{'\n'}) {
 		if len(bytes.TrimSpace(l)) > 0 {
 			lines = append(lines, l)
 		}
 	}
-	return lines, int64(end + 1), nil
+	return lines, consumed + int64(end+1), 0, nil
 }
 
 // lastLog is where the stdout log ends now: the highest index and its size.
@@ -219,7 +246,7 @@ func (f *follower) setCheckpoint(c checkpointRecord) error {
 
 // loadCheckpointRecord reads the record beside a checkpoint; nil when there is none.
 func loadCheckpointRecord(path string) *checkpointRecord {
-	b, err := os.ReadFile(path)
+	b, err := readNoFollow(path, maxMarkerBytes)
 	if err != nil {
 		return nil
 	}
@@ -256,6 +283,13 @@ func (st followState) report(g gpus) (report.Report, bool) {
 		r.CheckpointBytes, r.CheckpointSeconds = report.Float(c.SizeBytes), report.Float(c.Seconds)
 	}
 	return r, true
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

@@ -26,7 +26,9 @@ type taskHandle struct {
 	state        taskState
 	gpus         gpus
 	follow       *follower
-	emit         func(msg string, annotations map[string]string)
+	// identity is where the task's workload identity is read for each report.
+	identity identitySource
+	emit     func(msg string, annotations map[string]string)
 
 	mu          sync.RWMutex
 	procState   drivers.TaskState
@@ -178,6 +180,7 @@ func (h *taskHandle) followLoop(ctx context.Context, period time.Duration, pub p
 	t := time.NewTicker(period)
 	defer t.Stop()
 	var last *followState
+	warned := false
 	step := func() {
 		if _, err := h.follow.poll(); err != nil {
 			h.logger.Warn("reading progress failed", "error", err)
@@ -190,9 +193,17 @@ func (h *taskHandle) followLoop(ctx context.Context, period time.Duration, pub p
 		if !ok {
 			return
 		}
+		token, err := h.identity.token()
+		if err != nil {
+			h.logger.Warn("reading the task's workload identity failed; reporting without it", "error", err)
+		}
+		if token == "" && !warned {
+			warned = true
+			h.logger.Warn("the task exposes no workload identity: an allocator with -progress-auth=nomad refuses its reports; add identity { file = true } to the task")
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := pub.Publish(ctx, h.taskConfig.Namespace, h.taskConfig.JobID, r); err != nil {
+		if err := pub.Publish(ctx, h.taskConfig.Namespace, h.taskConfig.JobID, token, r); err != nil {
 			h.logger.Warn("publishing progress failed; retrying next period", "error", err)
 			return
 		}

@@ -15,15 +15,16 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/report"
 )
 
-// publisher sends a job's report to the allocator.
+// publisher sends a job's report to the allocator, authenticated by token: the
+// reporting task's own Nomad workload identity ("" when the task exposes none).
 type publisher interface {
-	Publish(ctx context.Context, namespace, job string, r report.Report) error
+	Publish(ctx context.Context, namespace, job, token string, r report.Report) error
 }
 
 // httpPublisher PUTs reports to the fft-allocator's progress endpoint.
 type httpPublisher struct {
-	address, token string
-	client         *http.Client
+	address string
+	client  *http.Client
 	// hints name the keys that fix a TLS mismatch.
 	hints httptls.Hints
 }
@@ -35,12 +36,14 @@ func newHTTPPublisher(c Config) (*httpPublisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return &httpPublisher{address: c.AllocatorAddress, token: c.AllocatorToken,
+	return &httpPublisher{address: c.AllocatorAddress,
 		client: httptls.NewHTTPClient(tlsConfig, 10*time.Second), hints: c.allocatorHints()}, nil
 }
 
-// Publish sends PUT /v1/progress/<namespace>/<job> with the report as JSON.
-func (p *httpPublisher) Publish(ctx context.Context, namespace, job string, r report.Report) error {
+// Publish sends PUT /v1/progress/<namespace>/<job> with the report as JSON and the task's
+// workload identity as X-Nomad-Token, which the allocator's default -progress-auth=nomad
+// has Nomad verify: a report counts only for the job whose task sent it.
+func (p *httpPublisher) Publish(ctx context.Context, namespace, job, token string, r report.Report) error {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encoding the report: %w", err)
@@ -51,8 +54,8 @@ func (p *httpPublisher) Publish(ctx context.Context, namespace, job string, r re
 		return fmt.Errorf("reporting progress to %q: %w", u, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if p.token != "" {
-		req.Header.Set("Authorization", "Bearer "+p.token)
+	if token != "" {
+		req.Header.Set("X-Nomad-Token", token)
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {

@@ -35,9 +35,13 @@ type followState struct {
 	// index and the bytes of it consumed.
 	LogIndex  int   `json:"log_index"`
 	LogOffset int64 `json:"log_offset"`
-	// BadLines counts progress lines that did not parse.
-	BadLines int              `json:"bad_lines"`
-	Tracker  progress.Tracker `json:"tracker"`
+	// BadLines counts progress lines that did not parse (or were over maxReadBytes).
+	BadLines int `json:"bad_lines"`
+	// SkipProgressLine and SkipLogLine are true while the rest of an overlong line of the
+	// progress file or the stdout log is being skipped.
+	SkipProgressLine bool             `json:"skip_progress_line,omitempty"`
+	SkipLogLine      bool             `json:"skip_log_line,omitempty"`
+	Tracker          progress.Tracker `json:"tracker"`
 	// Checkpoint is the latest checkpoint the driver saw written.
 	Checkpoint *checkpointRecord `json:"checkpoint,omitempty"`
 }
@@ -51,9 +55,12 @@ type checkpointRecord struct {
 	At        time.Time `json:"at"`
 }
 
+// maxStateBytes bounds the state file read back: its rate window is 64 points.
+const maxStateBytes = 1 << 20
+
 // loadFollowState reads the state file; a missing one is a fresh state.
 func loadFollowState(path string) (followState, bool, error) {
-	b, err := os.ReadFile(path)
+	b, err := readNoFollow(path, maxStateBytes)
 	if os.IsNotExist(err) {
 		return followState{}, false, nil
 	}
@@ -74,18 +81,6 @@ func (st *followState) save(path string) error {
 		return fmt.Errorf("encoding driver state: %w", err)
 	}
 	return writeAtomic(path, b)
-}
-
-// writeAtomic replaces path with b through a temporary file and a rename.
-func writeAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("writing %q: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("replacing %q: %w", path, err)
-	}
-	return nil
 }
 
 // taskStore holds the running tasks by task ID.

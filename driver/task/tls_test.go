@@ -6,6 +6,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -56,13 +57,13 @@ func TestPluginConfigTLS(t *testing.T) {
 		{name: "CA", hcl: `config {
 			allocator_address = "https://127.0.0.1:4650"
 			allocator_ca_file = "` + p.ca.CAFile + `"
-		}`, want: Config{AllocatorAddress: "https://127.0.0.1:4650", AllocatorCAFile: p.ca.CAFile, ReportPeriod: DefaultReportPeriod}},
+		}`, want: Config{DefaultUser: DefaultTaskUser, AllocatorAddress: "https://127.0.0.1:4650", AllocatorCAFile: p.ca.CAFile, ReportPeriod: DefaultReportPeriod}},
 		{name: "CA and client certificate", hcl: `config {
 			allocator_address = "https://127.0.0.1:4650"
 			allocator_ca_file = "` + p.ca.CAFile + `"
 			allocator_cert_file = "` + p.client.CertFile + `"
 			allocator_key_file = "` + p.client.KeyFile + `"
-		}`, want: Config{AllocatorAddress: "https://127.0.0.1:4650", AllocatorCAFile: p.ca.CAFile,
+		}`, want: Config{DefaultUser: DefaultTaskUser, AllocatorAddress: "https://127.0.0.1:4650", AllocatorCAFile: p.ca.CAFile,
 			AllocatorCertFile: p.client.CertFile, AllocatorKeyFile: p.client.KeyFile, ReportPeriod: DefaultReportPeriod}},
 		{name: "CA for a plain http allocator", hcl: `config {
 			allocator_address = "http://127.0.0.1:4650"
@@ -90,7 +91,7 @@ func TestPluginConfigTLS(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got != tc.want {
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("ParseConfig = %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
@@ -144,7 +145,7 @@ func TestPublishTLS(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := got
-			err = pub.Publish(context.Background(), "team", "train", report.Report{Done: 5})
+			err = pub.Publish(context.Background(), "team", "train", "", report.Report{Done: 5})
 			if tc.wantErr == "" && (err != nil || got != before+1) {
 				t.Fatalf("Publish: %v (reports received %d -> %d)", err, before, got)
 			}

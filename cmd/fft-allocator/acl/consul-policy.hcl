@@ -17,7 +17,11 @@ key_prefix "nomad-fft/v2/overrides/" {
   policy = "read"
 }
 
-# The leader lock's session, created on the Consul agent the allocator talks to.
-session_prefix "" {
+# The leader lock's session, created on the Consul agent the allocator talks to: write on
+# the sessions of that agent's node only, not of every node (session_prefix "" would let the
+# token destroy any session in the datacenter, other services' locks included). Replace
+# allocator-node with the node name of the Consul agent of each replica (`consul members`),
+# one block per node; with the jobspec's client-local agents, the nodes of its node pool.
+session "allocator-node" {
   policy = "write"
 }

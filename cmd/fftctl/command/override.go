@@ -41,7 +41,7 @@ type overrideFlags struct {
 }
 
 func (c *overrideFlags) ownFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.by, "by", os.Getenv("USER"), "Who decides, for the audit log (default $USER).")
+	fs.StringVar(&c.by, "by", "", "Who decides, for the audit log, on a Consul without ACLs (default $USER). With Consul ACLs it is the token's identity (its description and accessor ID) and -by is not taken.")
 	fs.StringVar(&c.note, "note", "", "Why, for the audit log.")
 }
 
@@ -126,7 +126,20 @@ func (c *overrideFlags) set(arg string, o loop.Override) int {
 	if err != nil {
 		return c.fail("Error: %v", err)
 	}
-	o.By, o.Note, o.At = c.by, c.note, time.Now().UTC()
+	ident, acls, err := store.TokenIdentity(context.Background())
+	if err != nil {
+		return c.fail("Error: %v%s", err, aclHint(err, store.OverrideKey(id)))
+	}
+	o.By = ident
+	if !acls {
+		// Without ACLs anyone may write the key: the name is only a label.
+		if o.By = c.by; o.By == "" {
+			o.By = os.Getenv("USER")
+		}
+	} else if c.by != "" && c.by != ident {
+		c.Ui.Warn(fmt.Sprintf("-by %q is not taken: with Consul ACLs the audit log names the token, %s", c.by, ident))
+	}
+	o.Note, o.At = c.note, time.Now().UTC()
 	if err := store.SetOverride(context.Background(), id, o); err != nil {
 		return c.fail("Error writing the override of %s: %v%s%s", id, err, aclHint(err, store.OverrideKey(id)), consulHint(err, c.conn.consulAddress()))
 	}

@@ -88,16 +88,19 @@ func (c *Cluster) allocatorJob(nc *nomad.Client, round time.Duration) (*nomad.Jo
 	if err != nil {
 		return nil, err
 	}
-	// No ACLs, so Nomad could verify no task's identity: the progress
-	// endpoint takes every report, as on any cluster without ACLs. The
-	// shortest lease makes a failover quick.
+	// No ACLs, so Nomad could verify no task's identity nor say what a
+	// token may read: the progress endpoint takes every report and the
+	// status shows every job, as on any cluster without ACLs. The shortest
+	// lease makes a failover quick.
+	// The default namespace: without ACLs a namespace keeps no job's variables from another.
 	vars := fmt.Sprintf(`driver = "raw_exec"
+namespace = "default"
 command = %s
 nomad_addr = %s
 consul_addr = %s
 consul_prefix = %s
 round = %s
-extra_args = ["-progress-auth", "none", "-leader-ttl", %s]
+extra_args = ["-progress-auth", "none", "-read-auth", "none", "-leader-ttl", %s]
 `, hclQuote(c.cfg.Bin.Allocator), hclQuote(c.NomadAddr), hclQuote(c.ConsulAddr), hclQuote(consulstore.DefaultPrefix),
 		hclQuote(round.String()), hclQuote(consulstore.MinLeaderTTL.String()))
 	job, err := nc.Jobs().ParseHCLOpts(&nomad.JobsParseRequest{JobHCL: string(src), Variables: vars, Canonicalize: true})

@@ -2,6 +2,8 @@ package devcluster
 
 import (
 	"fmt"
+	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -97,11 +99,24 @@ plugin %s {
     allocator_address = %s
     report_period     = "2s"
     checkpoint_root   = %s
-  }
+%s  }
 }
-`, hclQuote(DriverName), hclQuote(allocatorAddr), hclQuote(filepath.Join(dir, "checkpoints"))),
+`, hclQuote(DriverName), hclQuote(allocatorAddr), hclQuote(filepath.Join(dir, "checkpoints")), devTaskUser()),
 	})
 }
 
 // hclQuote is s as an HCL string: Go quoting, with "${" escaped.
 func hclQuote(s string) string { return strings.ReplaceAll(strconv.Quote(s), "${", "$${") }
+
+// devTaskUser is the driver's user settings on the dev cluster: its tasks run as the user
+// who runs fftctl dev, whose state folder may be private (a temporary folder is 0700), as
+// raw_exec's would. A production client keeps the driver's default, nobody (see
+// cmd/nomad-driver-fft/README.md, "Isolation").
+func devTaskUser() string {
+	u, err := user.Current()
+	if err != nil || os.Geteuid() != 0 {
+		// Not root: the driver cannot switch users, and runs tasks as this user anyway.
+		return ""
+	}
+	return fmt.Sprintf("    default_user      = %s\n    allow_root        = true\n", hclQuote(u.Username))
+}

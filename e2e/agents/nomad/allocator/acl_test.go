@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +66,7 @@ func TestACLPoliciesAndReports(t *testing.T) {
 		{Name: "v100", Model: modelV100, Count: 4, Extra: `memory_mib = 16384`, NodePool: gpuPool},
 	}, testenv.ClusterOptions{ACL: true})
 
-	nomadPolicy, consulPolicy := shippedPolicies(t)
+	nomadPolicy, consulPolicy := shippedPolicies(t, cs)
 	nomadToken := nomadTokenWith(t, c.API, "fft-allocator", nomadPolicy)
 	noSubmit := nomadTokenWith(t, c.API, "fft-no-submit", strings.Replace(nomadPolicy, `"submit-job", `, "", 1))
 	consulToken := consulTokenWith(t, cs, "fft-allocator", consulPolicy)
@@ -105,7 +106,7 @@ func TestACLPoliciesAndReports(t *testing.T) {
 			t.Errorf("%s: HTTP %d %s, want %d with %q", tc.name, code, body, tc.code, tc.inBody)
 		}
 	}
-	if b, code, err := cs.Get("/v1/kv/" + prefix + "/progress/default/job-a?raw"); err != nil || code != 200 || string(b) != "7" {
+	if b, code, err := cs.Get("/v1/kv/" + prefix + "/progress/default/job-a?raw"); err != nil || code != 200 || doneOf(b) != "7" {
 		t.Errorf("job-a's stored progress: HTTP %d %q (%v), want 7", code, b, err)
 	}
 	// The KV path: a task has no Consul token, and Consul refuses the write.
@@ -172,8 +173,20 @@ func TestACLPoliciesAndReports(t *testing.T) {
 	}
 }
 
+// doneOf is the work done a stored progress value holds: a plain number, or the "done" of a
+// JSON report (a report taken with a workload identity is stored with its allocation).
+func doneOf(b []byte) string {
+	var r struct {
+		Done *float64 `json:"done"`
+	}
+	if json.Unmarshal(b, &r) == nil && r.Done != nil {
+		return strconv.FormatFloat(*r.Done, 'g', -1, 64)
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // shippedPolicies reads cmd/fft-allocator/acl's policies, the Consul one for this test's prefix.
-func shippedPolicies(t *testing.T) (nomadPolicy, consulPolicy string) {
+func shippedPolicies(t *testing.T, cs *testenv.Consul) (nomadPolicy, consulPolicy string) {
 	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -190,7 +203,7 @@ func shippedPolicies(t *testing.T) (nomadPolicy, consulPolicy string) {
 	if !strings.Contains(consulPolicy, `key_prefix "nomad-fft/v2/"`) {
 		t.Fatalf("consul-policy.hcl does not grant the default prefix:\n%s", consulPolicy)
 	}
-	return read("nomad-policy.hcl"), strings.ReplaceAll(consulPolicy, "nomad-fft/v2/", prefix+"/")
+	return read("nomad-policy.hcl"), cs.FillAllocatorNode(t, strings.ReplaceAll(consulPolicy, "nomad-fft/v2/", prefix+"/"))
 }
 
 func nomadTokenWith(t *testing.T, c *api.Client, name, rules string) string {

@@ -105,8 +105,9 @@ func TestAllocatorSelectsAndSteers(t *testing.T) {
 
 	// Start the allocator with 2-second rounds.
 	httpPort := testenv.FreePorts(t, 1)[0]
+	// A cluster without ACLs: the status is open to read (-read-auth=none), as documented.
 	proc := st.allocator(t, "fft-allocator", "-node-pool", "",
-		"-round", "2s", "-http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort), "-log-level", "debug")
+		"-round", "2s", "-http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort), "-log-level", "debug", "-read-auth", "none")
 
 	// The round selects the job, lifts the gate and steers it to the A100 client.
 	var alloc *api.Allocation

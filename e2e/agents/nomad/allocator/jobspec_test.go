@@ -58,12 +58,13 @@ func TestAllocatorRunsFromItsJobspec(t *testing.T) {
 	}
 	job, err := c.API.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: string(src), Canonicalize: true, Variables: fmt.Sprintf(`
 driver        = "raw_exec"
+namespace     = "default"
 command       = %q
 nomad_addr    = %q
 consul_addr   = %q
 consul_prefix = %q
 round         = "2s"
-extra_args    = ["-leader-ttl", "10s", "-log-level", "debug"]
+extra_args    = ["-leader-ttl", "10s", "-log-level", "debug", "-read-auth", "none"]
 `, bin, c.Server.HTTP, cs.HTTP, prefix)})
 	if err != nil {
 		t.Fatalf("parsing jobspecs/fft-allocator.nomad.hcl: %v", err)

@@ -96,7 +96,7 @@ throughput = "%s=1"`, seconds, fftctl, allocURL, pki.CA.CAFile, modelV100)))
 	// have no Consul certificate, so only the allocator's handler can have stored them.
 	for _, id := range []string{"tls-a", "tls-b"} {
 		b, code, err := cs.Get("/v1/kv/" + prefix + "/progress/default/" + id + "?raw")
-		if err != nil || code != http.StatusOK || strings.TrimSpace(string(b)) != "100" {
+		if err != nil || code != http.StatusOK || doneOf(b) != "100" {
 			t.Errorf("%s's stored progress: HTTP %d %q (%v), want the task's last report, 100", id, code, b, err)
 		}
 	}
@@ -167,7 +167,7 @@ throughput = "%s=1"`, seconds, fftctl, allocURL, pki.CA.CAFile, modelV100)))
 			t.Errorf("fftctl report, %s: exit %d, stderr %q; want 1 with %q", tc.name, code, errs, tc.stderr)
 		}
 	}
-	if b, _, _ := cs.Get("/v1/kv/" + prefix + "/progress/default/tls-a?raw"); strings.TrimSpace(string(b)) != strconv.Itoa(100) {
+	if b, _, _ := cs.Get("/v1/kv/" + prefix + "/progress/default/tls-a?raw"); doneOf(b) != strconv.Itoa(100) {
 		t.Errorf("tls-a's progress after the refused reports: %q, want 100", b)
 	}
 

@@ -54,7 +54,7 @@ func shippedPolicy(t *testing.T, name string) string {
 // the tasks' reporter token.
 func (st *stack) setUpACLs(t *testing.T) {
 	t.Helper()
-	st.allocConsul = st.consulTokenWith(t, "fft-allocator", shippedPolicy(t, "consul-policy.hcl"))
+	st.allocConsul = st.consulTokenWith(t, "fft-allocator", st.consul.FillAllocatorNode(t, shippedPolicy(t, "consul-policy.hcl")))
 	st.reporter = st.consulTokenWith(t, "fft-reporter", reporterPolicy).SecretID
 	rules := shippedPolicy(t, "nomad-policy.hcl")
 	if _, err := st.API.ACLPolicies().Upsert(&api.ACLPolicy{Name: "fft-allocator", Rules: rules}, nil); err != nil {
@@ -140,7 +140,13 @@ type replicaStatus struct {
 func (st *stack) statuses() map[string]replicaStatus {
 	out := map[string]replicaStatus{}
 	for id, url := range st.statusURL {
-		resp, err := http.Get(url)
+		// The status takes a Nomad ACL token (-read-auth=nomad, the default).
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			continue
+		}
+		req.Header.Set("X-Nomad-Token", st.ManagementToken)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			continue
 		}

@@ -528,7 +528,14 @@ func (p *progressPoller) run() {
 		for id, raw := range kv {
 			done, err := strconv.ParseFloat(strings.TrimSpace(string(raw)), 64)
 			if err != nil {
-				continue
+				// A report taken with a workload identity is JSON, with its allocation.
+				var r struct {
+					Done *float64 `json:"done"`
+				}
+				if json.Unmarshal(raw, &r) != nil || r.Done == nil {
+					continue
+				}
+				done = *r.Done
 			}
 			ckpt := -1.0
 			ns, job, _ := strings.Cut(id, "/")

@@ -106,6 +106,7 @@ plugin "nomad-driver-fft" {
 		{Name: "v100", Model: modelV100, Count: 2, Extra: "memory_mib = 16384", PluginDir: dir, AgentExtra: stanza},
 		{Name: "a100", Model: modelA100, Count: 2, PluginDir: dir, AgentExtra: stanza},
 	})
+	testenv.Traversable(t, root)
 	for _, name := range []string{"v100", "a100"} {
 		testenv.Eventually(t, 60*time.Second, 500*time.Millisecond, "driver fft healthy on "+name, func() error {
 			n, _, err := c.API.Nodes().Info(c.NodeIDs[name], nil)

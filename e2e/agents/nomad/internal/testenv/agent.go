@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,6 +130,11 @@ func TempDir(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("creating a temporary folder: %v", err)
 	}
+	// Traversable, as Nomad makes its alloc dir's parents (0711): the task driver runs tasks
+	// as an unprivileged user, which must reach its task folder below.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatalf("creating a temporary folder: %v", err)
+	}
 	t.Cleanup(func() {
 		agentrun.KillUnder(dir)
 		if err := agentrun.UnmountUnder(dir); err != nil {
@@ -154,5 +161,32 @@ func Eventually(t testing.TB, timeout, interval time.Duration, what string, cond
 			t.Fatalf("%s: not done after %s: %v", what, timeout, err)
 		}
 		time.Sleep(interval)
+	}
+}
+
+// Traversable gives every folder above the clients' alloc dirs the search bit, as a
+// packaged Nomad's data_dir has (0755): the driver's tasks run as nobody, which must reach
+// its task folder; Nomad makes the alloc dir itself 0711.
+func Traversable(t testing.TB, root string) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if d.Name() == "alloc" {
+			for p := path; strings.HasPrefix(p, root); p = filepath.Dir(p) {
+				if fi, err := os.Stat(p); err == nil {
+					_ = os.Chmod(p, fi.Mode().Perm()|0o011)
+				}
+			}
+			return filepath.SkipDir
+		}
+		if strings.Count(strings.TrimPrefix(path, root), string(filepath.Separator)) > 4 {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -160,4 +161,28 @@ func (c *ConsulServer) WaitReady(t testing.TB, timeout time.Duration) {
 		}
 		return agentrun.ConsulReadyToken(c.HTTP, c.ManagementToken)
 	})
+}
+
+// NodeName is the agent's node name: the node of the sessions it creates.
+func (c *Consul) NodeName(t testing.TB) string {
+	t.Helper()
+	b, code, err := c.Get("/v1/agent/self")
+	var self struct{ Config struct{ NodeName string } }
+	if err != nil || code != http.StatusOK || json.Unmarshal(b, &self) != nil || self.Config.NodeName == "" {
+		t.Fatalf("reading the Consul agent's node name: HTTP %d %s %v", code, b, err)
+	}
+	return self.Config.NodeName
+}
+
+// AllocatorNode is the placeholder of cmd/fft-allocator/acl/consul-policy.hcl for the node
+// of the allocator's Consul agent.
+const AllocatorNode = `session "allocator-node"`
+
+// FillAllocatorNode names the agent's node in the shipped Consul policy's session block.
+func (c *Consul) FillAllocatorNode(t testing.TB, policy string) string {
+	t.Helper()
+	if !strings.Contains(policy, AllocatorNode) {
+		t.Fatalf("the Consul policy has no %s block to fill:\n%s", AllocatorNode, policy)
+	}
+	return strings.ReplaceAll(policy, AllocatorNode, fmt.Sprintf("session %q", c.NodeName(t)))
 }
