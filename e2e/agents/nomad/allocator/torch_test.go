@@ -84,6 +84,8 @@ plugin "nomad-driver-fft" {
 		{Name: "a100", Model: modelA100, Count: 2, PluginDir: dir, AgentExtra: stanza},
 	})
 	c, cs := st.Cluster, st.consul
+	// The driver runs the task as nobody: the folders above its alloc dirs must be searchable.
+	testenv.Traversable(t, st.root)
 	for _, name := range []string{"v100", "a100"} {
 		testenv.Eventually(t, 60*time.Second, 500*time.Millisecond, "driver fft healthy on "+name, func() error {
 			n, _, err := c.API.Nodes().Info(c.NodeIDs[name], nil)
