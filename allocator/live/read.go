@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
 )
 
 // NamespaceReader says which Nomad namespaces a token may read jobs in. all is true for a
@@ -34,8 +35,8 @@ func (sc ReadScope) Allows(id string) bool {
 }
 
 // Filter is st with only the jobs the scope reads: the ledger's records and the last
-// round's lines, assignment, invalid jobs, triggers and apply results. Totals over the
-// cluster (rounds, GPU usage per model) stay.
+// round's lines, assignment, invalid jobs, triggers, apply results, hosts' jobs and moves.
+// Totals over the cluster (rounds, GPU usage per model, GPUs per host) stay.
 func (sc ReadScope) Filter(st Status) Status {
 	if sc.All {
 		return st
@@ -76,6 +77,20 @@ func (sc ReadScope) Filter(st Status) Status {
 		for _, e := range st.Last.Apply.Errors {
 			if f := strings.Fields(e); len(f) >= 2 && sc.Allows(strings.TrimSuffix(f[1], ":")) {
 				rec.Apply.Errors = append(rec.Apply.Errors, e)
+			}
+		}
+		// Hosts stay (GPUs per node are cluster totals), less the jobs the scope cannot read;
+		// a move is kept when both its job and the job it made room for are readable.
+		rec.Hosts = make([]placement.Host, len(st.Last.Hosts))
+		for k, h := range st.Last.Hosts {
+			h.Jobs = maps.Clone(h.Jobs)
+			maps.DeleteFunc(h.Jobs, func(id string, _ int) bool { return !sc.Allows(id) })
+			rec.Hosts[k] = h
+		}
+		rec.Moves = nil
+		for _, m := range st.Last.Moves {
+			if sc.Allows(m.Job) && sc.Allows(m.For) {
+				rec.Moves = append(rec.Moves, m)
 			}
 		}
 		rec.Tenants = nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
 )
 
 // fakeReaders: "tok-x" reads namespace x, "mgmt" everything, "down" is Nomad unreachable.
@@ -112,5 +113,24 @@ func TestStatusFollowsNamespaces(t *testing.T) {
 		if code != tc.code || (tc.code == 200 && tc.path == "/v1/status" && got != tc.want) || (tc.code != 200 || tc.path != "/v1/status") && !strings.Contains(got, tc.want) {
 			t.Errorf("GET %s with %q: %d %s, want %d with %q", tc.path, tc.token, code, got, tc.code, tc.want)
 		}
+	}
+}
+
+// TestFilterHostsAndMoves: a scope sees each host's GPUs, but only its own jobs on them and
+// only moves between its own jobs.
+func TestFilterHostsAndMoves(t *testing.T) {
+	st := Status{Last: &loop.RoundRecord{
+		Hosts: []placement.Host{{ID: "n1", Model: a100, GPUs: 4, Jobs: map[string]int{"x/a": 1, "y/c": 2}}},
+		Moves: []placement.Move{{Job: "x/a", For: "x/b"}, {Job: "y/c", For: "x/b"}},
+	}}
+	got := ReadScope{Namespaces: map[string]bool{"x": true}}.Filter(st)
+	if h := got.Last.Hosts; len(h) != 1 || h[0].GPUs != 4 || len(h[0].Jobs) != 1 || h[0].Jobs["x/a"] != 1 {
+		t.Errorf("hosts %+v, want n1 with x/a only", h)
+	}
+	if m := got.Last.Moves; len(m) != 1 || m[0].Job != "x/a" {
+		t.Errorf("moves %+v, want x/a's only", m)
+	}
+	if len(st.Last.Hosts[0].Jobs) != 2 {
+		t.Error("Filter changed the status it was given")
 	}
 }
