@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -206,16 +208,16 @@ func (c *Client) refused(ctx context.Context, j *loop.Job) (string, error) {
 // placed: the constraints that filtered nodes and the resources exhausted.
 func placementFailure(failed map[string]*api.AllocationMetric) string {
 	var parts []string
-	for _, tg := range sortedKeys(failed) {
+	for _, tg := range slices.Sorted(maps.Keys(failed)) {
 		m := failed[tg]
 		if m == nil {
 			continue
 		}
 		var why []string
-		for _, c := range sortedKeys(m.ConstraintFiltered) {
+		for _, c := range slices.Sorted(maps.Keys(m.ConstraintFiltered)) {
 			why = append(why, fmt.Sprintf("constraint %s filtered %d node(s)", c, m.ConstraintFiltered[c]))
 		}
-		for _, d := range sortedKeys(m.DimensionExhausted) {
+		for _, d := range slices.Sorted(maps.Keys(m.DimensionExhausted)) {
 			why = append(why, fmt.Sprintf("%s exhausted on %d node(s)", d, m.DimensionExhausted[d]))
 		}
 		if len(why) == 0 {
@@ -224,15 +226,6 @@ func placementFailure(failed map[string]*api.AllocationMetric) string {
 		parts = append(parts, fmt.Sprintf("task group %q: %s", tg, strings.Join(why, "; ")))
 	}
 	return strings.Join(parts, "; ")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // candidate reports whether a listed job may be one the allocator manages:

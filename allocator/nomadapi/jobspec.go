@@ -65,14 +65,19 @@ func SetGate(job *api.Job, on bool) bool {
 		job.Constraints = append(job.Constraints, GateConstraint())
 		return true
 	}
+	dropConstraints(job, GateAttribute)
+	return true
+}
+
+// dropConstraints removes the job-level constraints on attribute.
+func dropConstraints(job *api.Job, attribute string) {
 	kept := job.Constraints[:0]
 	for _, c := range job.Constraints {
-		if c != nil && c.LTarget != GateAttribute {
+		if c != nil && c.LTarget != attribute {
 			kept = append(kept, c)
 		}
 	}
 	job.Constraints = kept
-	return true
 }
 
 // InPool reports whether Nomad may place the job on the nodes of pool: the
@@ -306,13 +311,7 @@ func Pin(job *api.Job, nodes []string) bool {
 	if strings.Join(PinnedNodes(job), ",") == strings.Join(nodes, ",") {
 		return false
 	}
-	kept := job.Constraints[:0]
-	for _, c := range job.Constraints {
-		if c != nil && c.LTarget != NodeAttribute {
-			kept = append(kept, c)
-		}
-	}
-	job.Constraints = kept
+	dropConstraints(job, NodeAttribute)
 	switch len(nodes) {
 	case 0:
 	case 1:

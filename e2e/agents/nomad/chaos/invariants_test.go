@@ -203,22 +203,37 @@ func (e *evidence) withinCapacity() []string {
 			}
 		}
 	}
+	return append(out, overHeld(e.allocs, func(a allocRec) string { return a.Model }, func(m string) int { return e.capacity[m] }, "of %q")...)
+}
+
+// withinHosts: at no time did the allocations running on one node hold more GPUs than it
+// has (the placement stage's pins, as Nomad carried them out).
+func (e *evidence) withinHosts() []string {
+	return overHeld(e.allocs, func(a allocRec) string { return a.Node }, func(n string) int { return e.hostCapacity[n] }, "on node %s")
+}
+
+// overHeld sweeps the allocations' starts and ends grouped by key (a model, a node) and
+// returns the first moment each group held more GPUs than limit gives it; where names the
+// group in the line ("of %q", "on node %s").
+func overHeld(allocs []allocRec, key func(allocRec) string, limit func(string) int, where string) []string {
 	type edge struct {
 		at    time.Time
 		delta int
 	}
 	edges := map[string][]edge{}
-	for _, a := range e.allocs {
-		if a.Started.IsZero() {
+	for _, a := range allocs {
+		if a.Started.IsZero() || a.GPUs == 0 {
 			continue
 		}
-		edges[a.Model] = append(edges[a.Model], edge{a.Started, a.GPUs})
+		k := key(a)
+		edges[k] = append(edges[k], edge{a.Started, a.GPUs})
 		if !a.Done.IsZero() {
-			edges[a.Model] = append(edges[a.Model], edge{a.Done, -a.GPUs})
+			edges[k] = append(edges[k], edge{a.Done, -a.GPUs})
 		}
 	}
-	for _, m := range sortedKeys(edges) {
-		es := edges[m]
+	var out []string
+	for _, k := range sortedKeys(edges) {
+		es := edges[k]
 		// Ends before starts at the same instant: a GPU freed and taken at once is not shared.
 		sort.Slice(es, func(i, j int) bool {
 			if es[i].at.Equal(es[j].at) {
@@ -228,45 +243,8 @@ func (e *evidence) withinCapacity() []string {
 		})
 		inUse := 0
 		for _, ed := range es {
-			if inUse += ed.delta; inUse > e.capacity[m] {
-				out = append(out, fmt.Sprintf("%d GPUs of %q in use at %s, it has %d", inUse, m, ed.at.Format(time.RFC3339Nano), e.capacity[m]))
-				break
-			}
-		}
-	}
-	return out
-}
-
-// withinHosts: at no time did the allocations running on one node hold more GPUs than it
-// has (the placement stage's pins, as Nomad carried them out).
-func (e *evidence) withinHosts() []string {
-	type edge struct {
-		at    time.Time
-		delta int
-	}
-	edges := map[string][]edge{}
-	for _, a := range e.allocs {
-		if a.Started.IsZero() || a.GPUs == 0 {
-			continue
-		}
-		edges[a.Node] = append(edges[a.Node], edge{a.Started, a.GPUs})
-		if !a.Done.IsZero() {
-			edges[a.Node] = append(edges[a.Node], edge{a.Done, -a.GPUs})
-		}
-	}
-	var out []string
-	for _, n := range sortedKeys(edges) {
-		es := edges[n]
-		sort.Slice(es, func(i, j int) bool {
-			if es[i].at.Equal(es[j].at) {
-				return es[i].delta < es[j].delta
-			}
-			return es[i].at.Before(es[j].at)
-		})
-		inUse := 0
-		for _, ed := range es {
-			if inUse += ed.delta; inUse > e.hostCapacity[n] {
-				out = append(out, fmt.Sprintf("%d GPUs in use on node %s at %s, it has %d", inUse, n, ed.at.Format(time.RFC3339Nano), e.hostCapacity[n]))
+			if inUse += ed.delta; inUse > limit(k) {
+				out = append(out, fmt.Sprintf("%d GPUs "+where+" in use at %s, it has %d", inUse, k, ed.at.Format(time.RFC3339Nano), limit(k)))
 				break
 			}
 		}

@@ -62,7 +62,7 @@ func TestInvariantsCatchViolations(t *testing.T) {
 		{"host over its GPUs", func(e *evidence) {
 			e.capacity[a100], e.hostCapacity["n2"] = 4, 2
 			e.allocs = append(e.allocs, allocRec{ID: "abcdefghij", Job: "default/j", Model: a100, GPUs: 1, Node: "n1", Created: at(0.2), Started: at(1), Desired: "stop", Client: "complete", Done: at(3)})
-		}, "3 GPUs in use on node n1"},
+		}, "3 GPUs on node n1 in use"},
 		{"round missing", func(e *evidence) { e.next = 3 }, "round 2 is missing"},
 		{"applied twice", func(e *evidence) { e.applies[1] = 2 }, "round 1 was applied 2 times"},
 		{"ledger differs", func(e *evidence) { e.ledger["default/j"] = jobRec{Rho: 0.7, RoundsRun: 1, Status: "finished"} }, "ledger rho 0.7"},
