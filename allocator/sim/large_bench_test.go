@@ -64,3 +64,35 @@ func largeCluster(gpus int) []allocator.Model {
 	}
 	return out
 }
+
+// BenchmarkLargeClusterDrain runs a smaller large-ish setting to
+// completion: a burst of 1,000 jobs (and Gavel's stream at 5 jobs/hour)
+// on 32 GPUs of each of the gavel-8 table's 8 models, restarts at 60 s.
+// Its late rounds are the hard ones of a long large run (a few hundred
+// multi-GPU jobs that can fill every GPU; HEADLINE.md, issue 21): it
+// reports the solve percentiles over the whole run and the rounds not
+// proven optimal, with the largest gap.
+//
+//	go test ./allocator/sim -run '^$' -bench LargeClusterDrain -benchtime 1x
+func BenchmarkLargeClusterDrain(b *testing.B) {
+	for b.Loop() {
+		p, _ := policy.New(policy.DefaultName, policy.Options{RestartSeconds: 60})
+		gen := workload.NewGenerator(workload.GenConfig{Rate: 5, Seed: 0, MultiGPU: true, Burst: 1000,
+			Table: workload.Gavel8Throughputs()})
+		lg, err := sim.Run(context.Background(), p, gen, sim.Config{Cluster: largeCluster(32), RestartSeconds: 60,
+			Window: sim.Window{Lo: 0, Hi: 1000}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if lg.Stopped != "" {
+			b.Fatalf("stopped: %s", lg.Stopped)
+		}
+		_, s := metrics.Analyse(lg, nil)
+		b.ReportMetric(float64(len(lg.Rounds)), "rounds")
+		b.ReportMetric(s.Solve.P50*1000, "p50-solve-ms")
+		b.ReportMetric(s.Solve.P99*1000, "p99-solve-ms")
+		b.ReportMetric(s.Solve.Max*1000, "max-solve-ms")
+		b.ReportMetric(s.PolicyStats["rounds_not_optimal"], "not-optimal")
+		b.ReportMetric(s.PolicyStats["max_gap"], "max-gap")
+	}
+}

@@ -176,6 +176,13 @@ type search struct {
 	// coreTried: the core heuristic runs once, at the first large node;
 	// after it the incumbent is rarely improved by running it again.
 	coreTried bool
+	// lagU are the Lagrangian multipliers (lagrange.go) by original item,
+	// nil until lagrangeRoot ran; lagBest is its scratch; lagTried: it
+	// runs once.
+	lagU     []float64
+	lagMu    float64
+	lagBest  []float64
+	lagTried bool
 }
 
 func newSearch(ctx context.Context, p *Problem, opt Options, target float64) *search {
@@ -282,6 +289,17 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 		s.minOpen = math.Min(s.minOpen, bound)
 		return
 	}
+	// cut is bound or the Lagrangian bound (lagrange.go), whichever is
+	// higher: it cuts the node, but reduced-cost fixing below needs the
+	// LP's own bound.
+	cut := bound
+	if s.lagU != nil {
+		lag, _ := knapsackBound(sub, idx, s.lagU, s.lagMu, nil, s.lagBest)
+		if cut = math.Max(bound, fixedCost+lag); cut >= s.bestVal-s.tol {
+			s.minOpen = math.Min(s.minOpen, cut)
+			return
+		}
+	}
 	if s.integral(sub, lp) {
 		m := sub.M()
 		s.offerSub(sub, idx, fixedCost, func(j int) int { return lpModel(lp, j, m, sub.Size[j]) })
@@ -301,8 +319,14 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 	} else {
 		s.round(sub, idx, lp, fixedCost)
 	}
-	if s.done() || bound >= s.bestVal-s.tol {
-		s.minOpen = math.Min(s.minOpen, bound)
+	if !s.lagTried && !s.nested && s.best != nil && lagrangeSize(sub) {
+		// A tight round whose LP did not settle it at once: the
+		// Lagrangian bound is worth its cost from here on.
+		s.lagTried = true
+		cut = math.Max(cut, fixedCost+s.lagrangeRoot(sub, idx, lp, fixedCost))
+	}
+	if s.done() || cut >= s.bestVal-s.tol {
+		s.minOpen = math.Min(s.minOpen, cut)
 		return
 	}
 	jb, opts := s.branchOn(sub, lp)
