@@ -14,9 +14,11 @@ import (
 // is deleted. A job that leaves Nomad has its report deleted too.
 func TestReRegisteredJobStartsFresh(t *testing.T) {
 	ctx := context.Background()
-	h := &Harness{Models: []allocator.Model{{Name: a100, GPUs: 1}}}
-	h.Set(NewJob("a").Work(1000).TP(a100, 1).Created(100).Obj())
-	h.Set(NewJob("gone").Work(1000).TP(a100, 1).Created(101).Obj())
+	// Both run, fast enough that a report of 98 after one round is within what their rate
+	// allows (reports are capped by the progress the job can have earned: issue 20).
+	h := &Harness{Models: []allocator.Model{{Name: a100, GPUs: 2}}}
+	h.Set(NewJob("a").Work(1000).TP(a100, 100).Created(100).Obj())
+	h.Set(NewJob("gone").Work(1000).TP(a100, 100).Created(101).Obj())
 	store := NewMemStore(false)
 	l := New(h, h, store)
 	if _, err := l.RunRound(ctx, TriggerManual, nil); err != nil {
@@ -70,7 +72,7 @@ func TestReRegisteredJobStartsFresh(t *testing.T) {
 func TestLateReportOfAPurgedJob(t *testing.T) {
 	ctx := context.Background()
 	h := &Harness{Models: []allocator.Model{{Name: a100, GPUs: 1}}}
-	h.Set(NewJob("a").Work(1000).TP(a100, 1).Created(100).Obj())
+	h.Set(NewJob("a").Work(1000).TP(a100, 10).Created(100).Obj())
 	store := NewMemStore(false)
 	l := New(h, h, store)
 	if _, err := l.RunRound(ctx, TriggerManual, nil); err != nil {
@@ -87,12 +89,12 @@ func TestLateReportOfAPurgedJob(t *testing.T) {
 	if err := store.StoreAllocReport(ctx, "default/a", "alloc-old", report.Report{Done: 98, JobCreateIndex: 100}); err != nil {
 		t.Fatal(err)
 	}
-	h.Set(NewJob("a").Work(1000).TP(a100, 1).Created(200).Obj())
+	h.Set(NewJob("a").Work(1000).TP(a100, 10).Created(200).Obj())
 	if _, err := l.RunRound(ctx, TriggerManual, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := l.Ledger().Jobs["default/a"].Done; got > 1 {
-		t.Errorf("the new job's done = %g, want at most 1: the old job's late report counted", got)
+	if got := l.Ledger().Jobs["default/a"].Done; got > 10 {
+		t.Errorf("the new job's done = %g, want at most one round's 10: the old job's late report counted", got)
 	}
 	if left, _ := store.Progress(ctx); len(left) != 0 {
 		t.Errorf("reports left %v, want the late one deleted", left)

@@ -43,7 +43,7 @@ func TestEarlyRoundsAreTheServicesSchedule(t *testing.T) {
 		gap := []float64{1, 5, 30}[rng.IntN(3)]
 		t.Run(fmt.Sprintf("%s/%d", name, i), func(t *testing.T) {
 			simPol, _ := policy.New(name, policy.Options{Seed: 1})
-			lg, err := sim.Run(context.Background(), simPol, &workload.SliceSource{Jobs: w.jobs}, sim.Config{Cluster: w.cluster, RoundSeconds: w.roundS,
+			lg, err := sim.Run(context.Background(), simPol, &workload.SliceSource{Jobs: w.jobs}, sim.Config{Cluster: w.cluster, HostGPUs: w.hostGPUs, RoundSeconds: w.roundS,
 				RestartSeconds: w.restart, MinRoundGapSeconds: gap, KeepRecords: true, MaxRounds: 300})
 			if err != nil {
 				t.Fatal(err)
@@ -214,7 +214,7 @@ type task struct {
 
 func newWorld(w simCase) *world {
 	models := append([]allocator.Model(nil), w.cluster...)
-	wd := &world{w: w, h: &loop.Harness{Models: models, Jobs: map[string]*loop.Job{}}, triggers: make(chan loop.Trigger),
+	wd := &world{w: w, h: &loop.Harness{Models: models, Jobs: map[string]*loop.Job{}, Hosts: sim.Hosts(w.cluster, w.hostGPUs)}, triggers: make(chan loop.Trigger),
 		tasks: map[string]*task{}, arrived: map[string]bool{}}
 	wd.store = &progressStore{MemStore: loop.NewMemStore(true), w: wd}
 	return wd
@@ -237,7 +237,7 @@ func (wd *world) Observe(ctx context.Context) (*loop.Snapshot, error) {
 	wd.advance(wd.now())
 	wd.before = map[string]string{}
 	for id, j := range wd.h.Jobs {
-		wd.before[id] = j.RunningModel
+		wd.before[id] = fmt.Sprint(j.RunningModel, j.Slots)
 	}
 	return wd.h.Observe(ctx)
 }
@@ -252,7 +252,7 @@ func (wd *world) ran() {
 			continue
 		}
 		tk := wd.tasks[id]
-		if m := j.RunningModel; m != "" && wd.before[id] != m {
+		if m := j.RunningModel; m != "" && wd.before[id] != fmt.Sprint(m, j.Slots) {
 			if tk.last != "" {
 				tk.penalty = wd.w.restart
 			}
@@ -308,7 +308,7 @@ func (wd *world) admit(at time.Time) {
 			continue
 		}
 		js := &jobmeta.Spec{Work: spec.Work, WorkUnit: "steps", Throughput: tp, Weight: 1, GPUs: spec.GPUs}
-		wd.h.Set(loop.Job{ID: spec.ID, Namespace: sim.Namespace, Name: spec.ID, Gated: true, Spec: js})
+		wd.h.Set(loop.Job{ID: spec.ID, Namespace: sim.Namespace, Name: spec.ID, Gated: true, Spec: js, Pieces: sim.Pieces(wd.h.Hosts, spec.GPUs)})
 		wd.tasks[spec.ID] = &task{spec: spec}
 	}
 }

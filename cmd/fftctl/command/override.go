@@ -128,7 +128,7 @@ func (c *overrideFlags) set(arg string, o loop.Override) int {
 	}
 	ident, acls, err := store.TokenIdentity(context.Background())
 	if err != nil {
-		return c.fail("Error: %v%s", err, aclHint(err, store.OverrideKey(id)))
+		return c.fail("Error: %v%s%s", err, aclHint(err, store.OverrideKey(id)), consulHint(err, c.conn.consulAddress()))
 	}
 	o.By = ident
 	if !acls {
