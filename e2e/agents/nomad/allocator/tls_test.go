@@ -207,5 +207,6 @@ func cleanEnv() []string {
 }
 
 // refusedHandshake is how a Go client reports a server that refused its handshake for want of
-// a client certificate.
-var refusedHandshake = regexp.MustCompile(`certificate required|bad certificate|http2: client conn could not be established`)
+// a client certificate: the server's alert, or, when the server closed the connection before
+// the client read the alert (seen under load), the failed write or read of its first request.
+var refusedHandshake = regexp.MustCompile(`certificate required|bad certificate|http2: client conn could not be established|write: broken pipe|read: connection reset by peer`)
