@@ -144,6 +144,10 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 			rec.Status = StatusFinished
 			if j.Failed {
 				rec.Status = StatusFailed
+			} else if reported && done >= 0 && done <= j.Spec.Work {
+				// Nomad saw it complete: its last report can win it nothing
+				// now, and the record shows the work it says it did.
+				rec.Done = done
 			}
 			pr.records[j.ID] = rec
 			continue
@@ -208,7 +212,7 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 			switch {
 			case !ok:
 				delete(tp, name)
-			case len(snap.Hosts) > 0 && !placement.Fits(j.PiecesOf(), largest[name]):
+			case len(snap.Hosts) > 0 && y >= j.Spec.GPUs && !placement.Fits(j.PiecesOf(), largest[name]):
 				// Each allocation lies on one node: no host of the model
 				// can take it, however many GPUs the model has.
 				delete(tp, name)

@@ -62,8 +62,10 @@ throughput = "NVIDIA A100-SXM4-40GB=4"`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *job.NodePool != gpuPool || len(job.Constraints) != 0 {
-		t.Errorf("plain after its start: node pool %q, constraints %v; want %q and none", *job.NodePool, job.Constraints, gpuPool)
+	// The only constraint a start adds is the pin to the node the round placed it on.
+	if *job.NodePool != gpuPool || len(job.Constraints) != 1 || job.Constraints[0].LTarget != "${node.unique.id}" ||
+		job.Constraints[0].RTarget != done.NodeID {
+		t.Errorf("plain after its start: node pool %q, constraints %v; want %q and the pin to node %s", *job.NodePool, job.Constraints, gpuPool, done.NodeID)
 	}
 
 	// The audit log: the first round that assigns plain started it, every earlier round that

@@ -136,7 +136,7 @@ func TestDriverTaskSurvivesPluginKill(t *testing.T) {
 		t.Fatalf("NewPluginLoader: %v", err)
 	}
 	d1, inst1 := dispenseDriver(t, l)
-	root := t.TempDir()
+	root := testenv.TempDir(t)
 	ad := allocdir.NewAllocDir(hclog.NewNullLogger(), root, uuid.Generate())
 	if err := ad.Build(); err != nil {
 		t.Fatal(err)
@@ -146,6 +146,8 @@ func TestDriverTaskSurvivesPluginKill(t *testing.T) {
 	if err := td.Build(false, nil); err != nil {
 		t.Fatal(err)
 	}
+	// The driver runs the task as nobody, which must reach its task folder.
+	testenv.Traversable(t, root)
 	task := &drivers.TaskConfig{
 		ID: uuid.Generate(), AllocID: uuid.Generate(), Name: "train", JobID: "conformance", Namespace: "default",
 		TaskGroupName: "main", AllocDir: ad.AllocDir,
