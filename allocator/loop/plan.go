@@ -128,7 +128,9 @@ func DiffPlaced(jobs []Job, assignment map[string]string, slots map[string][]pla
 		}
 		model, run := assignment[j.ID]
 		to, placed := slots[j.ID]
-		moved := placed && len(j.Allocs) > 0 && len(j.Slots) > 0 && !sameSlots(j.Slots, to)
+		// A held job's allocations are not the round's (say, on a node outside the GPU
+		// pool): starting it is what moves it, not a migration.
+		moved := placed && !j.Held() && len(j.Allocs) > 0 && len(j.Slots) > 0 && !sameSlots(j.Slots, to)
 		repin := placed && len(j.Allocs) == 0 && !sameHosts(j.Pinned, to)
 		switch {
 		case run && !j.Held() && j.Model == model && (len(j.Allocs) == 0 || j.RunningModel == "" || j.RunningModel == model) && !moved && !repin:
