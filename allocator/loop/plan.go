@@ -38,18 +38,7 @@ type Change struct {
 }
 
 // Hosts are the distinct nodes of the change's slots, sorted.
-func (c *Change) Hosts() []string { return hostsOf(c.Slots) }
-
-func hostsOf(slots []placement.Slot) []string {
-	var out []string
-	for _, s := range slots {
-		if !slices.Contains(out, s.Host) {
-			out = append(out, s.Host)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
+func (c *Change) Hosts() []string { return placement.HostIDs(c.Slots) }
 
 // sameSlots reports whether two placements hold the same GPUs on the same
 // hosts (in any order).
@@ -74,7 +63,7 @@ func sameSlots(a, b []placement.Slot) bool {
 
 // sameHosts reports whether a pin names exactly the placement's hosts.
 func sameHosts(pinned []string, slots []placement.Slot) bool {
-	return slices.Equal(hostsOf(slots), slices.Sorted(slices.Values(pinned)))
+	return slices.Equal(placement.HostIDs(slots), slices.Sorted(slices.Values(pinned)))
 }
 
 // Plan is the difference between the cluster and a round's decision, as

@@ -82,12 +82,18 @@ type Result struct {
 }
 
 // Hosts counts the distinct hosts of a placement.
-func Hosts(slots []Slot) int {
-	seen := map[string]bool{}
+func Hosts(slots []Slot) int { return len(HostIDs(slots)) }
+
+// HostIDs are the distinct hosts of a placement, sorted.
+func HostIDs(slots []Slot) []string {
+	var out []string
 	for _, s := range slots {
-		seen[s.Host] = true
+		if !slices.Contains(out, s.Host) {
+			out = append(out, s.Host)
+		}
 	}
-	return len(seen)
+	slices.Sort(out)
+	return out
 }
 
 // LargestHost is the most GPUs any host of each model has.
@@ -303,7 +309,7 @@ func (ms *modelState) spread(pieces []int, skip func(k int) bool) []Slot {
 		}
 		room := free[bestHost]
 		for _, i := range left {
-			if pieces[i] <= room && !contains(bestRest, i) {
+			if pieces[i] <= room && !slices.Contains(bestRest, i) {
 				room -= pieces[i]
 				slots[i] = Slot{Host: ms.hosts[bestHost].ID, GPUs: pieces[i]}
 			}
@@ -485,15 +491,6 @@ func largest(pieces []int) int {
 		m = max(m, p)
 	}
 	return m
-}
-
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // WithJobs returns copies of the hosts with Jobs filled from where each job

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
-	"sort"
 	"testing"
 )
 
@@ -323,11 +322,6 @@ func TestHosts(t *testing.T) {
 	}
 	lh := LargestHost(append(hostsOf("A", 2, 8), hostsOf("B", 4)...))
 	want := map[string]int{"A": 8, "B": 4}
-	keys := []string{}
-	for k := range lh {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	if !reflect.DeepEqual(lh, want) {
 		t.Fatalf("LargestHost = %v", lh)
 	}
