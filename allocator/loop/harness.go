@@ -26,7 +26,11 @@ type Harness struct {
 	// jobs' slots, and a start or migration puts the job on the change's
 	// slots, as Nomad does on the node the allocator pins it to.
 	Hosts []placement.Host
-	Jobs  map[string]*Job
+	// Refuse, when set, is Nomad's reason for not placing the job on the
+	// host ("": it places it): a start pinned to a refused host leaves the
+	// job with no allocation and that reason, as a failed evaluation does.
+	Refuse func(job, host string) string
+	Jobs   map[string]*Job
 	// Applied lists every change applied, "action name model".
 	Applied []string
 	Calls   int
@@ -88,7 +92,8 @@ func (h *Harness) Apply(_ context.Context, p *Plan) ApplyResult {
 			// Nomad places a new allocation on healthy GPUs only.
 			j.Gated, j.OffPool, j.Model, j.RunningModel, j.Allocs = false, false, c.Model, c.Model, []string{"alloc-" + j.Name}
 			j.UnhealthyGPU = false
-			j.Slots, j.Pinned = c.Slots, c.Hosts()
+			j.Slots, j.Pinned, j.Refused = c.Slots, c.Hosts(), ""
+			h.refuse(j)
 		case ActionPark:
 			j.Gated, j.RunningModel, j.Allocs, j.UnhealthyGPU, j.Slots = true, "", nil, false, nil
 		}
@@ -98,6 +103,19 @@ func (h *Harness) Apply(_ context.Context, p *Plan) ApplyResult {
 		r.Applied[c.Action]++
 	}
 	return r
+}
+
+// refuse undoes a start Nomad would not place on one of the job's pins.
+func (h *Harness) refuse(j *Job) {
+	if h.Refuse == nil {
+		return
+	}
+	for _, host := range j.Pinned {
+		if why := h.Refuse(j.ID, host); why != "" {
+			j.RunningModel, j.Allocs, j.Slots, j.Refused = "", nil, nil, why
+			return
+		}
+	}
 }
 
 // modelsOf is the models of the hosts with their GPUs, sorted by name.

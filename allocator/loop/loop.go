@@ -245,7 +245,7 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	}); err != nil {
 		return nil, err
 	}
-	explainUnplaced(dec, pl, snap.Hosts)
+	explainUnplaced(dec, pl, snap.Hosts, pr.records)
 	assignment := dec.Assignment()
 
 	// 4. Claim the round in the store (when it can), then apply the

@@ -23,6 +23,12 @@ const CodeUnplaceable allocator.ReasonCode = "Unplaceable"
 // tried), and the simulator's idle-placeable metric shows what that cost.
 const maxRedecide = 8
 
+// refusalRounds is how many rounds a host Nomad refused a job on stays
+// avoided for that job: long enough to try the model's other hosts in turn,
+// short enough that a refusal for a passing reason (another task's memory,
+// a node briefly down) does not keep the job off the host for good.
+const refusalRounds = 10
+
 // placed is the placement stage's outcome for one round.
 type placed struct {
 	res *placement.Result
@@ -54,6 +60,7 @@ func (l *Loop) place(ctx context.Context, pr *problem, snap *Snapshot, dec *allo
 	for k := range snap.Jobs {
 		jobs[snap.Jobs[k].ID] = &snap.Jobs[k]
 	}
+	pr.noteRefusals(snap.Jobs)
 	out = &placed{unplaced: map[string]string{}}
 	dropped := map[string]bool{}
 	jobsBefore, snapBefore := pr.instance.Jobs, pr.snapshot.Jobs
@@ -98,8 +105,9 @@ func placementJobs(jobs map[string]*Job, dec *allocator.Decision, pr *problem) [
 		pj.Current = currentSlots(j, jd.Model, len(pj.Pieces))
 		if j.Refused != "" {
 			// Nomad could not place it where it is pinned: elsewhere.
-			pj.Current, pj.Avoid = nil, j.Pinned
+			pj.Current = nil
 		}
+		pj.Avoid = slices.Sorted(maps.Keys(pr.records[j.ID].Refused))
 		if ij := inst[j.ID]; ij != nil {
 			pj.MovePrice = cfg.MovePrice(ij)
 		} else {
@@ -117,6 +125,46 @@ func (j *Job) PiecesOf() []int {
 		return j.Pieces
 	}
 	return []int{j.Spec.GPUs}
+}
+
+// noteRefusals ages each job's refused hosts by one round and adds the hosts
+// Nomad refused to place a job on since the last round (its pins), with
+// Nomad's reason. Once a job has been refused on every host of a model, the
+// placement stage finds none for it there and the round is decided again
+// without that option. The maps are copied: the records share them with the
+// previous ledger.
+func (pr *problem) noteRefusals(jobs []Job) {
+	for id, r := range pr.records {
+		if len(r.Refused) == 0 {
+			continue
+		}
+		aged := make(map[string]int, len(r.Refused))
+		for h, n := range r.Refused {
+			if n > 1 {
+				aged[h] = n - 1
+			}
+		}
+		r.Refused = aged
+		if len(aged) == 0 {
+			r.Refused, r.RefusedReason = nil, ""
+		}
+		pr.records[id] = r
+	}
+	for _, j := range jobs {
+		r, ok := pr.records[j.ID]
+		if j.Refused == "" || !ok {
+			continue
+		}
+		r.Refused = maps.Clone(r.Refused)
+		if r.Refused == nil {
+			r.Refused = map[string]int{}
+		}
+		for _, h := range j.Pinned {
+			r.Refused[h] = refusalRounds
+		}
+		r.RefusedReason = j.Refused
+		pr.records[j.ID] = r
+	}
 }
 
 // currentSlots is where the job is on model now: its live allocations'
@@ -232,7 +280,7 @@ func waitUnplaced(dec *allocator.Decision, p *placed, jobs map[string]*Job) *all
 
 // explainUnplaced gives each job that waits after losing an option to the
 // hosts the reason, unless it runs on another model.
-func explainUnplaced(dec *allocator.Decision, p *placed, hosts []placement.Host) {
+func explainUnplaced(dec *allocator.Decision, p *placed, hosts []placement.Host, records map[string]JobRecord) {
 	if p == nil {
 		return
 	}
@@ -242,9 +290,13 @@ func explainUnplaced(dec *allocator.Decision, p *placed, hosts []placement.Host)
 		if !ok || jd.Model != "" {
 			continue
 		}
-		jd.Reason = allocator.Reason{Code: CodeUnplaceable, Message: fmt.Sprintf(
-			"chosen on %s, but no host of it had room (largest free: %d GPUs) even after moving the cheapest jobs; decided again without that option",
-			m, largestFree(hosts, p.res, m))}
+		msg := fmt.Sprintf("chosen on %s, but no host of it had room (largest free: %d GPUs) even after moving the cheapest jobs; decided again without that option",
+			m, largestFree(hosts, p.res, m))
+		if r := records[jd.ID]; len(r.Refused) > 0 {
+			msg = fmt.Sprintf("chosen on %s, but Nomad refused to place it on %d of its hosts (%s) and no other had room; decided again without that option",
+				m, len(r.Refused), r.RefusedReason)
+		}
+		jd.Reason = allocator.Reason{Code: CodeUnplaceable, Message: msg}
 	}
 }
 

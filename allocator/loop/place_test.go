@@ -250,3 +250,49 @@ func TestRefusedPlacementMovesElsewhere(t *testing.T) {
 		t.Fatalf("pinned to %v, want node-1", got)
 	}
 }
+
+// A job whose own constraints no host meets: Nomad refuses it on each host it
+// is pinned to. The rounds try each host once, then hold the job as
+// unplaceable with Nomad's reason (its GPUs go to others) until the refusals
+// age out, instead of starting it on another host every round.
+func TestRefusedEverywhereWaits(t *testing.T) {
+	const why = `task group "train": constraint ${meta.rack} = b filtered 2 node(s)`
+	h := &Harness{Hosts: v100Hosts(2, 2), Refuse: func(job, _ string) string {
+		if job == "default/a" {
+			return why
+		}
+		return ""
+	}}
+	h.Set(NewJob("a").Work(1000).TP(v100, 1).Obj())
+	l := New(h, h, NewMemStore(true))
+	tried := map[string]bool{}
+	waited := 0
+	for round := 0; round < 2+refusalRounds; round++ {
+		rec, err := l.RunRound(context.Background(), TriggerManual, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := lineOfRec(rec, "default/a")
+		t.Logf("round %d: model %q hosts %+v code %s", round, line.Model, line.Hosts, line.ReasonCode)
+		switch {
+		case line.Model != "":
+			if len(line.Hosts) != 1 || tried[line.Hosts[0].Host] && waited == 0 {
+				t.Fatalf("round %d placed a on %+v again before its refusals aged out (tried %v)", round, line.Hosts, tried)
+			}
+			tried[line.Hosts[0].Host] = true
+		case line.ReasonCode == CodeUnplaceable:
+			waited++
+			if !strings.Contains(line.Reason, "Nomad refused") || !strings.Contains(line.Reason, "meta.rack") {
+				t.Errorf("round %d: reason %q does not give Nomad's refusal", round, line.Reason)
+			}
+		default:
+			t.Fatalf("round %d: a waits for %s (%s), want unplaceable", round, line.ReasonCode, line.Reason)
+		}
+	}
+	if len(tried) != 2 {
+		t.Errorf("tried hosts %v, want both before waiting", tried)
+	}
+	if waited < refusalRounds-2 || waited > refusalRounds-1 {
+		t.Errorf("a waited %d rounds, want about %d, then tried again", waited, refusalRounds)
+	}
+}

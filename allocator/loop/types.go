@@ -166,6 +166,12 @@ type JobRecord struct {
 	Sample *Sample `json:"sample,omitempty"`
 	// ProfileRounds counts the rounds a job without data ran to be measured.
 	ProfileRounds int `json:"profile_rounds,omitempty"`
+	// Refused maps each host Nomad refused to place the job on to the
+	// rounds it is still avoided for it (place.go), and RefusedReason is
+	// Nomad's last reason: a job whose own constraints rule out every host
+	// of a model waits instead of being started on each host in turn.
+	Refused       map[string]int `json:"refused,omitempty"`
+	RefusedReason string         `json:"refused_reason,omitempty"`
 }
 
 // Credit is one round's credit to a job: its Eq. 5 step and its estimated

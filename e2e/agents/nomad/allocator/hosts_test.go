@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,7 @@ type hostsRec struct {
 		Action     string `json:"action"`
 		ReasonCode string `json:"reason_code"`
 		Reason     string `json:"reason"`
+		Refused    string `json:"refused"`
 		GPUs       int    `json:"gpus"`
 		Hosts      []struct {
 			Host string `json:"host"`
@@ -222,5 +224,99 @@ func TestHostsConsolidation(t *testing.T) {
 	})
 	if running["x"] == gang.NodeID {
 		t.Errorf("the gang shares node %s with x and z", gang.NodeID)
+	}
+}
+
+// A placement Nomad refuses: the job's own constraint (a node name) rules out the host the
+// stage packs it onto. One V100 host already runs a 1-GPU job, so best-fit puts the new
+// 1-GPU job beside it; the job may only run on the other host. Nomad fails the pinned
+// evaluation; the next round records Nomad's reason, pins the job to the other host, and
+// Nomad runs it there. Then a job whose constraint no node meets waits, once refused on
+// every host.
+func TestHostsNomadRefusal(t *testing.T) {
+	st := startStack(t, twoV100Hosts())
+	c, cs := st.Cluster, st.consul
+	proc := st.allocator(t, "fft-allocator", "-round", "2s", "-http-addr", "", "-log-level", "debug")
+	vars := fmt.Sprintf("work = \"1000\"\nseconds = 600\ngpu_count = 1\nthroughput = \"%s=1\"", modelV100)
+	register(t, c.API, parseJob(t, c.API, trainJobspec(t), "anchor", vars))
+	anchor := waitAlloc(t, c.API, proc, "anchor", "running", "")
+	var other *api.Node
+	for _, id := range c.NodeIDs {
+		if id != anchor.NodeID {
+			n, _, err := c.API.Nodes().Info(id, nil)
+			if err != nil {
+				t.Fatalf("reading node %s: %v", id, err)
+			}
+			other = n
+		}
+	}
+	picky := parseJob(t, c.API, trainJobspec(t), "picky", vars)
+	picky.Constraints = append(picky.Constraints, &api.Constraint{LTarget: "${node.unique.name}", RTarget: other.Name, Operand: "="})
+	register(t, c.API, picky)
+	runs := waitAlloc(t, c.API, proc, "picky", "running", "")
+	if runs.NodeID != other.ID {
+		t.Fatalf("picky runs on node %s, want %s (%s), the only node its constraint allows", runs.NodeID, other.ID, other.Name)
+	}
+
+	start, refused := -1, -1
+	var reason string
+	for _, r := range readHostRounds(t, cs) {
+		for _, l := range r.Jobs {
+			if l.ID != "default/picky" {
+				continue
+			}
+			if start < 0 && len(l.Hosts) > 0 {
+				start = r.Round
+				if l.Hosts[0].Host != anchor.NodeID {
+					t.Fatalf("round %d placed picky on %+v, not beside anchor on %s: the test needs the refused host first", r.Round, l.Hosts, anchor.NodeID)
+				}
+			}
+			if refused < 0 && l.Refused != "" {
+				refused, reason = r.Round, l.Refused
+				if len(l.Hosts) != 1 || l.Hosts[0].Host != other.ID {
+					t.Errorf("round %d: refused picky placed on %+v, want %s", r.Round, l.Hosts, other.ID)
+				}
+			}
+		}
+	}
+	if start < 0 || refused < 0 {
+		t.Fatalf("picky started in round %d, refusal recorded in round %d: want both", start, refused)
+	}
+	if refused != start+1 {
+		t.Errorf("Nomad's refusal of round %d's placement recorded in round %d, want the next round", start, refused)
+	}
+	if !strings.Contains(reason, "node.unique.name") || !strings.Contains(reason, "filtered") {
+		t.Errorf("recorded reason %q does not name the constraint that filtered the node", reason)
+	}
+
+	// A job no node admits is tried on each host once, then waits as unplaceable with
+	// Nomad's reason instead of being started on another host every round.
+	nowhere := parseJob(t, c.API, trainJobspec(t), "nowhere", vars)
+	nowhere.Constraints = append(nowhere.Constraints, &api.Constraint{LTarget: "${node.unique.name}", RTarget: "no-such-node", Operand: "="})
+	register(t, c.API, nowhere)
+	var starts, waits int
+	testenv.Eventually(t, 60*time.Second, time.Second, "nowhere waits as unplaceable for 3 rounds", func() error {
+		starts, waits = 0, 0
+		for _, r := range readHostRounds(t, cs) {
+			for _, l := range r.Jobs {
+				switch {
+				case l.ID != "default/nowhere":
+				case l.Model != "":
+					starts++
+				case l.ReasonCode == "Unplaceable" && strings.Contains(l.Reason, "Nomad refused"):
+					waits++
+				}
+			}
+		}
+		if waits < 3 {
+			return fmt.Errorf("%d rounds placed it, %d waited", starts, waits)
+		}
+		return nil
+	})
+	if starts > 2 {
+		t.Errorf("nowhere was placed in %d rounds, want at most one per host (2)", starts)
+	}
+	if n := len(allocsOf(t, c.API, "nowhere")); n != 0 {
+		t.Errorf("nowhere has %d allocations, want none", n)
 	}
 }
