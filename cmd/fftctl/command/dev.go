@@ -55,14 +55,15 @@ func (c *DevCommand) Synopsis() string { return "Run a local FFT cluster with fa
 func (c *DevCommand) Help() string {
 	return helpText("dev [options]", `
 Starts a local cluster on 127.0.0.1: a Consul dev agent, a Nomad server,
-three Nomad clients (node pool "gpu") whose nomad-device-fft plugin presents
-fake GPUs of a different model each (2 x NVIDIA H100 80GB HBM3,
-2 x NVIDIA A100-SXM4-40GB, 4 x Tesla V100-SXM2-16GB), two more clients
+four Nomad clients (node pool "gpu") whose nomad-device-fft plugin presents
+fake GPUs (2 x NVIDIA H100 80GB HBM3; NVIDIA A100-SXM4-40GB on two hosts
+of 2, so that rounds place jobs on hosts; 4 x Tesla V100-SXM2-16GB), two
+more clients
 (node pool "default", a Consul client agent each) for the fft-allocator,
 which runs as the Nomad job jobspecs/fft-allocator.nomad.hcl (two
 replicas, one leading, registered in Consul with a health check; its
 tokens in the Nomad Variable nomad/jobs/fft-allocator), and a sample
-workload of five training jobs from
+workload of seven training jobs (one arrives after round 8) from
 jobspecs/fft-train-driver.nomad.hcl, submitted held as "fftctl run" does.
 They run on the clients' fft task driver (nomad-driver-fft), which reports
 their progress, throughput and checkpoints to the allocator (through a
@@ -186,8 +187,9 @@ func (c *DevCommand) run(ctx context.Context, cluster *devcluster.Cluster) int {
 	if err != nil {
 		return c.fail("Error: %v", err)
 	}
+	arrive := func(int) error { return nil }
 	if !c.noWorkload {
-		if err := c.submitWorkload(ctx, nc, cluster.Dir()); err != nil {
+		if arrive, err = c.submitWorkload(ctx, nc, cluster.Dir()); err != nil {
 			return c.fail("Error submitting the sample workload: %v", err)
 		}
 	}
@@ -212,6 +214,9 @@ func (c *DevCommand) run(ctx context.Context, cluster *devcluster.Cluster) int {
 			c.Ui.Output(formatRound(rec, endedStatus(followCtx, store, ended(prev, rec)), time.Local))
 			prev = rec
 			shown++
+			if err := arrive(rec.Round); err != nil {
+				return err
+			}
 			if c.rounds > 0 && shown >= c.rounds {
 				return errEnough
 			}
@@ -235,27 +240,37 @@ func (c *DevCommand) run(ctx context.Context, cluster *devcluster.Cluster) int {
 }
 
 // sampleJob is one job of the sample workload: fft-train-driver with these
-// variables (work steps of step_seconds each). Throughputs are steps per
-// 10 s round on each model; the gang sizes add up to more than the 10 GPUs,
-// so jobs wait, start and get parked, and the A100 hosts of 2 show placement.
+// variables (work steps of step_seconds each), submitted when the cluster
+// starts or, with arrive > 0, once round arrive is shown. Throughputs are
+// steps per 10 s round on each model; the gang sizes add up to more than
+// the 10 GPUs, so jobs wait and start. The works are set so that the A100
+// hosts of 2 show placement: resnet50 leaves a100-1 first and vit-base
+// takes one of its GPUs, lstm-lm then leaves a100-2 beside t5-small, and
+// llama-ft (2 GPUs, A100 only) arrives to find one free GPU on each host:
+// the round moves one small job next to the other (a consolidation, with
+// its price) to give the gang a whole host. Real time decides when steps
+// end, so the rounds may differ by one from run to run.
 type sampleJob struct {
-	id   string
-	vars []string
+	id     string
+	vars   []string
+	arrive int
 }
 
 var sampleWorkload = []sampleJob{
-	{"resnet50", []string{"gpu_count=2", "work=30", "step_seconds=3",
-		"throughput=" + devcluster.ModelH100 + "=4," + devcluster.ModelA100 + "=3," + devcluster.ModelV100 + "=1.5"}},
+	{"resnet50", []string{"gpu_count=2", "work=10", "step_seconds=3",
+		"throughput=" + devcluster.ModelH100 + "=4," + devcluster.ModelA100 + "=3," + devcluster.ModelV100 + "=1.5"}, 0},
 	{"bert-large", []string{"gpu_count=2", "work=40", "step_seconds=3",
-		"throughput=" + devcluster.ModelH100 + "=5," + devcluster.ModelA100 + "=3," + devcluster.ModelV100 + "=1"}},
+		"throughput=" + devcluster.ModelH100 + "=5," + devcluster.ModelA100 + "=3," + devcluster.ModelV100 + "=1"}, 0},
 	{"gpt2-medium", []string{"gpu_count=4", "work=20", "step_seconds=4.5",
-		"throughput=" + devcluster.ModelH100 + "=4," + devcluster.ModelV100 + "=2"}},
-	{"vit-base", []string{"gpu_count=1", "work=20", "step_seconds=3",
-		"throughput=" + devcluster.ModelH100 + "=3," + devcluster.ModelA100 + "=2.5," + devcluster.ModelV100 + "=1"}},
-	{"lstm-lm", []string{"gpu_count=1", "work=10", "step_seconds=4.5",
-		"throughput=" + devcluster.ModelA100 + "=1.5," + devcluster.ModelV100 + "=1"}},
-	{"t5-small", []string{"gpu_count=1", "work=15", "step_seconds=3",
-		"throughput=" + devcluster.ModelA100 + "=2," + devcluster.ModelV100 + "=1"}},
+		"throughput=" + devcluster.ModelH100 + "=4," + devcluster.ModelV100 + "=2"}, 0},
+	{"vit-base", []string{"gpu_count=1", "work=30", "step_seconds=3",
+		"throughput=" + devcluster.ModelH100 + "=3," + devcluster.ModelA100 + "=2.5," + devcluster.ModelV100 + "=1"}, 0},
+	{"lstm-lm", []string{"gpu_count=1", "work=14", "step_seconds=4.5",
+		"throughput=" + devcluster.ModelA100 + "=1.5," + devcluster.ModelV100 + "=1"}, 0},
+	{"t5-small", []string{"gpu_count=1", "work=40", "step_seconds=3",
+		"throughput=" + devcluster.ModelA100 + "=2," + devcluster.ModelV100 + "=1"}, 0},
+	{"llama-ft", []string{"gpu_count=2", "work=20", "step_seconds=3",
+		"throughput=" + devcluster.ModelA100 + "=3"}, 8},
 }
 
 // torchWorkload is -workload torch: torch-train jobs (work steps of at least
@@ -264,11 +279,11 @@ var sampleWorkload = []sampleJob{
 // park" one, or run more, to see a checkpoint and a resume.
 var torchWorkload = []sampleJob{
 	{"mlp-a", []string{"gpu_count=2", "work=3000", "step_seconds=0.1", "seed=1",
-		"throughput=" + devcluster.ModelH100 + "=120," + devcluster.ModelA100 + "=100," + devcluster.ModelV100 + "=60"}},
+		"throughput=" + devcluster.ModelH100 + "=120," + devcluster.ModelA100 + "=100," + devcluster.ModelV100 + "=60"}, 0},
 	{"mlp-b", []string{"gpu_count=2", "work=2000", "step_seconds=0.1", "seed=2",
-		"throughput=" + devcluster.ModelH100 + "=150," + devcluster.ModelA100 + "=100," + devcluster.ModelV100 + "=40"}},
+		"throughput=" + devcluster.ModelH100 + "=150," + devcluster.ModelA100 + "=100," + devcluster.ModelV100 + "=40"}, 0},
 	{"mlp-c", []string{"gpu_count=1", "work=1500", "step_seconds=0.1", "seed=3",
-		"throughput=" + devcluster.ModelA100 + "=80," + devcluster.ModelV100 + "=60"}},
+		"throughput=" + devcluster.ModelA100 + "=80," + devcluster.ModelV100 + "=60"}, 0},
 }
 
 // workloadJobs is the sample jobs -workload and -no-workload ask for.
@@ -282,25 +297,26 @@ func (c *DevCommand) workloadJobs() []sampleJob {
 	return sampleWorkload
 }
 
-// submitWorkload submits the sample jobs held, as fftctl run does. They run
-// on the fft task driver, which reports their progress to the allocator and
-// keeps their checkpoints in the state folder, so that a preempted job
-// resumes where it stopped, on any client. PyTorch jobs run the embedded
-// python files, written to <dir>/python.
-func (c *DevCommand) submitWorkload(ctx context.Context, nc *nomad.Client, dir string) error {
+// submitWorkload submits the sample jobs that arrive at the start held, as
+// fftctl run does, and returns a function that submits the others once
+// their round is shown. They run on the fft task driver, which reports their
+// progress to the allocator and keeps their checkpoints in the state folder,
+// so that a preempted job resumes where it stopped, on any client. PyTorch
+// jobs run the embedded python files, written to <dir>/python.
+func (c *DevCommand) submitWorkload(ctx context.Context, nc *nomad.Client, dir string) (func(round int) error, error) {
 	name, common := jobspecs.TrainDriver, []string{"checkpoint_kb=256"}
 	if c.workload == workloadTorch {
 		pyDir := filepath.Join(dir, "python")
 		if err := jobspecs.WritePython(pyDir); err != nil {
-			return err
+			return nil, err
 		}
 		name, common = jobspecs.TorchTrain, []string{"python=" + c.python, "python_dir=" + pyDir}
 	}
 	src, err := jobspecs.FS.ReadFile(name)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, sj := range c.workloadJobs() {
+	submit := func(sj sampleJob, when string) error {
 		vars, _, err := mergeVariables(nil, append(append([]string(nil), common...), sj.vars...))
 		if err != nil {
 			return err
@@ -312,9 +328,28 @@ func (c *DevCommand) submitWorkload(ctx context.Context, nc *nomad.Client, dir s
 		if _, err := register(ctx, nc, job); err != nil {
 			return err
 		}
-		c.progress(fmt.Sprintf("Submitted default/%s (GPUs: %d), held for FFT", sj.id, gangSize(job)))
+		c.progress(fmt.Sprintf("Submitted default/%s (GPUs: %d), held for FFT%s", sj.id, gangSize(job), when))
+		return nil
 	}
-	return nil
+	var later []sampleJob
+	for _, sj := range c.workloadJobs() {
+		if sj.arrive > 0 {
+			later = append(later, sj)
+			continue
+		}
+		if err := submit(sj, ""); err != nil {
+			return nil, err
+		}
+	}
+	return func(round int) error {
+		for len(later) > 0 && later[0].arrive <= round {
+			if err := submit(later[0], fmt.Sprintf(", arriving after round %d", round)); err != nil {
+				return fmt.Errorf("submitting a later job of the sample workload: %w", err)
+			}
+			later = later[1:]
+		}
+		return nil
+	}, nil
 }
 
 // gangSize is the job's GPU count as the sample jobspec sets it.
@@ -455,7 +490,7 @@ func startWhy(ja loop.JobAudit) string {
 	if c.Model == "" {
 		return ""
 	}
-	return fmt.Sprintf(": cost %.3g with its restart priced in (%.3g)", c.Cost, c.Switch)
+	return fmt.Sprintf(": cost %.3g, of which its restart %.3g", c.Cost, c.Switch)
 }
 
 // parkWhy says why a round parked a job, in terms that add up: a round

@@ -194,7 +194,7 @@ func TestFormatRound(t *testing.T) {
 		"GPUs: " + a100 + " 2/2, " + v100 + " 2/4",
 		"start    a on " + a100, "migrate  team/b on " + v100, "park     c",
 		// Why each change was worth it, from the recorded terms.
-		"start    a on " + a100 + ": cost 5 with its restart priced in (0)", "park     c: kept on " + a100 + " (cost 20), the round would total",
+		"start    a on " + a100 + ": cost 5, of which its restart 0", "park     c: kept on " + a100 + " (cost 20), the round would total",
 	} {
 		if !strings.Contains(got, w) {
 			t.Errorf("round block lacks %q:\n%s", w, got)
