@@ -117,7 +117,7 @@ func checkFinite(t *testing.T, d *allocator.Decision) {
 		}
 	}
 	for _, j := range d.Jobs {
-		for _, o := range append([]allocator.Terms{j.Chosen}, j.Options...) {
+		for _, o := range append([]allocator.Terms{j.Chosen}, j.Options()...) {
 			for _, v := range []float64{o.Wait, o.Volume, o.Switch, o.Credit, o.Cost, o.Throughput} {
 				if math.IsNaN(v) || math.IsInf(v, 0) {
 					t.Fatalf("job %q option %+v: a term is not finite", j.ID, o)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
@@ -58,7 +59,10 @@ func (w *world) step(t *testing.T) *allocator.Decision {
 	if rej := w.state.Reconcile(active, w.capacity()); len(rej) != 0 {
 		t.Fatalf("rejected %v", rej)
 	}
-	in := &allocator.Instance{Round: w.round, Models: w.models, Jobs: w.jobs, Fairness: w.state, Config: w.cfg}
+	// The decision prices its options from the instance when asked
+	// (JobDecision.Options), after this step has moved the jobs on: it
+	// gets its own copy of them.
+	in := &allocator.Instance{Round: w.round, Models: w.models, Jobs: slices.Clone(w.jobs), Fairness: w.state, Config: w.cfg}
 	d, err := allocator.Decide(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
@@ -209,9 +213,9 @@ func TestUnitsObjectiveIsScaleInvariant(t *testing.T) {
 				continue
 			}
 			for k := range a.Jobs {
-				if unitFree(a.Jobs[k].Options) != unitFree(b.Jobs[k].Options) || a.Jobs[k].Debt != b.Jobs[k].Debt {
+				if unitFree(a.Jobs[k].Options()) != unitFree(b.Jobs[k].Options()) || a.Jobs[k].Debt != b.Jobs[k].Debt {
 					t.Fatalf("instance %d, round %d, job %s scaled by %v: terms %v debt %v, scaled %v debt %v",
-						n, round, a.Jobs[k].ID, factors[k], a.Jobs[k].Options, a.Jobs[k].Debt, b.Jobs[k].Options, b.Jobs[k].Debt)
+						n, round, a.Jobs[k].ID, factors[k], a.Jobs[k].Options(), a.Jobs[k].Debt, b.Jobs[k].Options(), b.Jobs[k].Debt)
 				}
 			}
 		}

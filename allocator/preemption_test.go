@@ -111,14 +111,14 @@ func TestPreemptionOffBitIdentical(t *testing.T) {
 		if len(in.Jobs) == 0 {
 			continue
 		}
-		plain, _, err := in.Problem()
+		plain, err := in.Problem()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for k := range in.Jobs {
 			in.Jobs[k].Running = in.Jobs[k].LastModel != "" && k%2 == 0
 		}
-		flagged, options, err := in.Problem()
+		flagged, err := in.Problem()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,10 +127,14 @@ func TestPreemptionOffBitIdentical(t *testing.T) {
 				t.Fatalf("instance %d: cost %d is %v with running flags, %v without", it, i, flagged.Cost[i], plain.Cost[i])
 			}
 		}
+		d, err := allocator.Decide(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
 		c := &in.Config
-		for k, opts := range options {
+		for k := range d.Jobs {
 			j := &in.Jobs[k]
-			for _, o := range opts {
+			for _, o := range d.Jobs[k].Options() {
 				s := c.Weights.Switch * c.SwitchPenalty(j, o.Model)
 				if o.Switch != s || o.Cost != o.Wait+o.Volume+s-o.Credit {
 					t.Fatalf("instance %d job %s on %s: switch %v cost %v, want the paper's %v", it, j.ID, o.Model, o.Switch, o.Cost, s)

@@ -174,8 +174,11 @@ func (c *Config) PreemptionPenalty(j *Job, model string) float64 {
 
 // Problem validates the instance and prices every (job, model) pair: the
 // solver's form of Eq. 6 with (1a), (1b) and the exclusions. MinUsage is
-// left 0; Decide sets it to K(t). It also returns each job's options.
-func (in *Instance) Problem() (*solver.Problem, [][]Terms, error) {
+// left 0; Decide sets it to K(t). The parts of each cost (Terms) are not
+// kept: at 100,000 jobs x 16 models they would be most of the round's
+// memory, and only the audit reads them, so JobDecision.Options prices
+// them again on demand (Instance.options, the same arithmetic).
+func (in *Instance) Problem() (*solver.Problem, error) {
 	m, n := len(in.Models), len(in.Jobs)
 	p := &solver.Problem{
 		Capacity: make([]int, m),
@@ -186,16 +189,11 @@ func (in *Instance) Problem() (*solver.Problem, [][]Terms, error) {
 	// (k, i) is read just before it is written.
 	theta := p.Cost
 	if err := in.validate(theta); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for i := range in.Models {
 		p.Capacity[i] = in.Models[i].GPUs
 	}
-	// One slab for every job's options, sized to the options that exist:
-	// this loop runs over N*M pairs, and the slab is most of a large
-	// round's memory.
-	slab := make([]Terms, 0, in.optionCount(theta))
-	options := make([][]Terms, n)
 	for k := range in.Jobs {
 		j := &in.Jobs[k]
 		debt := in.Config.JobDebt(j, in.Round, in.Fairness.Jobs[j.ID])
@@ -205,45 +203,45 @@ func (in *Instance) Problem() (*solver.Problem, [][]Terms, error) {
 		}
 		p.Size[k] = j.GPUs
 		row := p.Cost[k*m : (k+1)*m]
-		first := len(slab)
 		for i := range in.Models {
 			mod, th := &in.Models[i], theta[k*m+i]
 			row[i] = math.Inf(1)
-			if !j.runs(mod, th) {
-				continue
+			if j.runs(mod, th) {
+				row[i] = in.Config.terms(j, mod.Name, th, in.Round, debt, best).Cost
 			}
-			tr := in.Config.terms(j, mod.Name, th, in.Round, debt, best)
-			row[i] = tr.Cost
-			slab = append(slab, tr)
 		}
-		options[k] = slab[first:len(slab):len(slab)]
 	}
-	return p, options, nil
+	return p, nil
+}
+
+// options are job k's terms on every model it may use, in model order,
+// priced as Problem prices them; debt is the one Problem used (the
+// decision's Rho or Debt: the ledger moves on after the round).
+func (in *Instance) options(k int, debt float64) []Terms {
+	j := &in.Jobs[k]
+	best := 0.0
+	if in.Config.units() {
+		best = j.BestThroughput()
+	}
+	out := make([]Terms, 0, len(in.Models))
+	for i := range in.Models {
+		mod := &in.Models[i]
+		if th := j.Throughput[mod.Name]; j.runs(mod, th) {
+			out = append(out, in.Config.terms(j, mod.Name, th, in.Round, debt, best))
+		}
+	}
+	return out
 }
 
 // runs reports whether job j is an option for model mod at throughput th:
 // it has work left and fits.
 func (j *Job) runs(mod *Model, th float64) bool { return j.Remaining() > 0 && j.fits(mod, th) }
 
-// optionCount counts the (job, model) pairs that are options, given every
-// job's throughput by model position.
-func (in *Instance) optionCount(theta []float64) int {
-	m, count := len(in.Models), 0
-	for k := range in.Jobs {
-		for i := range in.Models {
-			if in.Jobs[k].runs(&in.Models[i], theta[k*m+i]) {
-				count++
-			}
-		}
-	}
-	return count
-}
-
 // Decide solves one round: it validates the instance, prices every
 // (job, model) pair, computes K(t), solves the program exactly and returns
 // the decision with every job's terms. Bad input returns a *FieldError.
 func Decide(ctx context.Context, in *Instance) (*Decision, error) {
-	p, options, err := in.Problem()
+	p, err := in.Problem()
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +249,7 @@ func Decide(ctx context.Context, in *Instance) (*Decision, error) {
 	d := &Decision{Round: in.Round, Jobs: make([]JobDecision, n), Usage: make(map[string]int, m)}
 	for k := range in.Jobs {
 		j := &in.Jobs[k]
-		d.Jobs[k] = JobDecision{ID: j.ID, Rho: in.Fairness.Rho(j.ID), Options: options[k]}
+		d.Jobs[k] = JobDecision{ID: j.ID, Rho: in.Fairness.Rho(j.ID), src: in, k: k}
 		if in.Config.units() {
 			d.Jobs[k].Debt = in.Config.JobDebt(j, in.Round, in.Fairness.Jobs[j.ID])
 		}
@@ -280,11 +278,11 @@ func Decide(ctx context.Context, in *Instance) (*Decision, error) {
 			name := in.Models[c].Name
 			jd.Model = name
 			d.Usage[name] += j.GPUs
-			for _, o := range jd.Options {
-				if o.Model == name {
-					jd.Chosen = o
-				}
+			best := 0.0
+			if in.Config.units() {
+				best = j.BestThroughput()
 			}
+			jd.Chosen = in.Config.terms(j, name, j.Throughput[name], in.Round, jd.debt(), best)
 		case j.Remaining() <= 0:
 			jd.Reason = ReasonDone
 		default:

@@ -164,7 +164,7 @@ func checkWorkConserving(t *testing.T, it int, in *allocator.Instance, d *alloca
 		if jd.Model != "" {
 			continue
 		}
-		for _, o := range jd.Options {
+		for _, o := range jd.Options() {
 			if idle[o.Model] >= in.Jobs[k].GPUs {
 				t.Fatalf("instance %d: job %s (%d GPUs) waits while %s has %d idle GPUs",
 					it, jd.ID, in.Jobs[k].GPUs, o.Model, idle[o.Model])

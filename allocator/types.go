@@ -1,6 +1,8 @@
 package allocator
 
 import (
+	"encoding/json"
+
 	"github.com/nomad-fft/nomad-fft/allocator/solver"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
@@ -242,9 +244,63 @@ type JobDecision struct {
 	Debt float64 `json:"debt,omitempty"`
 	// Chosen is the cost terms on Model (zero when waiting).
 	Chosen Terms `json:"chosen"`
-	// Options lists the terms on every model the job may use, in the
-	// instance's model order.
+
+	// The terms on every model (Options): a decision decoded from JSON
+	// holds them in options; one of Decide prices them again from its
+	// instance (src, job k) when asked. Kept for every job they were
+	// most of a large round's memory (BenchmarkDecide), and only the
+	// audit and fftctl read them.
+	options []Terms
+	src     *Instance
+	k       int
+}
+
+// Options lists the terms on every model the job may use, in the
+// instance's model order ("options" in the JSON). For a decision of
+// Decide they are priced again from the instance it was given, as Decide
+// priced them: read them before that instance's jobs change (the round
+// loop's audit does, in the same round). Each call returns a new slice.
+func (jd *JobDecision) Options() []Terms {
+	if jd.src == nil {
+		return jd.options
+	}
+	return jd.src.options(jd.k, jd.debt())
+}
+
+// debt is what the credit multiplies: Debt under ObjectiveUnits, else rho
+// (Config.JobDebt, as Decide saw it).
+func (jd *JobDecision) debt() float64 {
+	if jd.src != nil && jd.src.Config.units() {
+		return jd.Debt
+	}
+	return jd.Rho
+}
+
+// jobDecisionJSON is JobDecision's JSON: its fields and the options.
+type jobDecisionJSON struct {
+	jobDecisionFields
 	Options []Terms `json:"options"`
+}
+
+// jobDecisionFields is JobDecision without its methods.
+type jobDecisionFields JobDecision
+
+// MarshalJSON writes the job's options with its fields, as before they
+// were priced on demand.
+func (jd JobDecision) MarshalJSON() ([]byte, error) {
+	return json.Marshal(jobDecisionJSON{jobDecisionFields(jd), jd.Options()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes; Options then returns the
+// options read.
+func (jd *JobDecision) UnmarshalJSON(b []byte) error {
+	var v jobDecisionJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*jd = JobDecision(v.jobDecisionFields)
+	jd.options = v.Options
+	return nil
 }
 
 // Decision is the engine's answer for one round.

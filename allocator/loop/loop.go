@@ -550,7 +550,7 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 			line.Override = o.String()
 		}
 		if options {
-			line.Options = jd.Options
+			line.Options = jd.Options()
 		}
 		rec.Jobs = append(rec.Jobs, line)
 	}

@@ -12,6 +12,22 @@ type arena struct {
 	items  [][]heapEntry
 	// arcs is one buffer: only one LP's duals are computed at a time.
 	arcs []arc
+	// lp holds the O(M^2) buffers of the LP being solved (one at a time).
+	lp *lpBufs
+}
+
+// lpBufs returns zeroed LP buffers for m models: the arena's one set, or
+// a fresh set for a nil arena.
+func (a *arena) lpBufs(m int) *lpBufs {
+	if a == nil {
+		return newLPBufs(m)
+	}
+	if a.lp == nil || len(a.lp.srcs) != m {
+		a.lp = newLPBufs(m)
+	} else {
+		a.lp.reset()
+	}
+	return a.lp
 }
 
 // pop takes the last buffer with capacity at least n, or returns nil.

@@ -17,7 +17,7 @@ func BenchmarkSolve(b *testing.B) {
 	for _, s := range instancegen.BenchmarkSpecs {
 		b.Run(s.BenchmarkName(), func(b *testing.B) {
 			in := instancegen.Generate(instancegen.SeedFor(s), s)
-			p, _, err := in.Problem()
+			p, err := in.Problem()
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -131,7 +131,7 @@ func TestAgainstGLPK(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%dx%d/%dgpus/seed%d", tc.spec.Jobs, tc.spec.Models, tc.spec.GPUs, tc.seed), func(t *testing.T) {
 			in := instancegen.Generate(rand.New(rand.NewPCG(tc.seed, 7)), tc.spec)
-			p, _, err := in.Problem()
+			p, err := in.Problem()
 			if err != nil {
 				t.Fatal(err)
 			}

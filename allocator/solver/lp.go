@@ -127,6 +127,15 @@ type lpSolver struct {
 	m, n int
 	unit []float64
 	sol  *lpSolution
+	// The buffers of O(M^2), shared by the LPs of a search (lpBufs).
+	*lpBufs
+}
+
+// lpBufs are an LP's working buffers whose size depends only on M. A
+// search solves one LP at a time and solves one per node, so its arena
+// keeps one set for all of them (arena.lpBufs): fresh ones per node were
+// a fifth of a large round's allocations (BenchmarkDecide).
+type lpBufs struct {
 	// srcs[i] holds the items that still have GPUs to place, cheapest per
 	// GPU on model i first: a heap, since an LP takes only its top few.
 	srcs []entryHeap
@@ -153,6 +162,46 @@ type lpSolver struct {
 	resJ      []int32
 	queuedRes []bool
 	stamp     []int
+	// path and seen are run's walk back along predecessors.
+	path, seen []int
+}
+
+// newLPBufs returns zeroed buffers for m models, as make leaves them.
+func newLPBufs(m int) *lpBufs {
+	nodes := m + 2
+	return &lpBufs{
+		srcs: make([]entryHeap, m),
+		wS:   make([]float64, m), wAB: make([]float64, m*m),
+		dist: make([]float64, m+3), mag: make([]float64, m+3),
+		predNode: make([]int, m+2), predJob: make([]int32, m+2),
+		dirty:  make([]bool, m),
+		active: make([]int, 0, m), next: make([]int, 0, m),
+		queued: make([]bool, m),
+		resW:   make([]float64, nodes*nodes), resJ: make([]int32, nodes*nodes),
+		queuedRes: make([]bool, nodes), stamp: make([]int, nodes),
+		path: make([]int, 0, m+1), seen: make([]int, m),
+	}
+}
+
+// reset zeroes the buffers (heaps aside: heapSet gives them) as
+// newLPBufs leaves them.
+func (b *lpBufs) reset() {
+	clear(b.srcs)
+	clear(b.wS)
+	clear(b.wAB)
+	clear(b.dist)
+	clear(b.mag)
+	clear(b.predNode)
+	clear(b.predJob)
+	clear(b.dirty)
+	b.active, b.next = b.active[:0], b.next[:0]
+	clear(b.queued)
+	clear(b.resW)
+	clear(b.resJ)
+	clear(b.queuedRes)
+	clear(b.stamp)
+	b.path = b.path[:0]
+	clear(b.seen)
 }
 
 // solveLP solves the relaxation of p exactly (up to float rounding).
@@ -179,29 +228,19 @@ func solveFull(p *Problem, warm *warmStart, ar *arena) *lpSolution {
 	m, n := p.M(), p.N()
 	s := &lpSolver{
 		p: p, m: m, n: n, ar: ar,
-		unit:  ar.float64s(n * m),
-		srcs:  make([]entryHeap, m),
-		heaps: ar.heapSet(m * m),
-		wS:    make([]float64, m),
-		wAB:   make([]float64, m*m),
-		dist:  make([]float64, m+3),
+		unit: ar.float64s(n * m),
 		sol: &lpSolution{
 			flow:     ar.zeroInts(n * m),
 			assigned: ar.zeroInts(n),
 			load:     make([]int, m),
 			q:        make([]float64, m),
 		},
-		predNode: make([]int, m+2),
-		predJob:  make([]int32, m+2),
-		dirty:    make([]bool, m),
-		active:   make([]int, 0, m),
-		next:     make([]int, 0, m),
-		queued:   make([]bool, m),
+		lpBufs: ar.lpBufs(m),
 	}
+	s.heaps = ar.heapSet(m * m)
 	for i := range s.dirty {
 		s.dirty[i] = true
 	}
-	s.mag = make([]float64, m+3)
 	for j, k := 0, 0; j < n; j++ {
 		// One division per item, not per option: this loop runs at every
 		// node. For gang sizes that are powers of two (nearly all) the
@@ -398,8 +437,7 @@ func (s *lpSolver) shortest() (int, float64) {
 // and keeps usage, and the search goes on; maxCancels bounds this.
 func (s *lpSolver) run() {
 	m, sol, p := s.m, s.sol, s.p
-	path := make([]int, 0, m+1)
-	seen := make([]int, m)
+	path, seen := s.path, s.seen
 	for cancels := 0; ; {
 		s.edges()
 		last, cost := s.shortest()

@@ -810,38 +810,64 @@ func (s *search) fix(sub *Problem, idx []int, lp *lpSolution, gap, fixedCost flo
 	}
 	m, n := sub.M(), sub.N()
 	keep := gap + s.tol
-	out := &Problem{Capacity: slices.Clone(sub.Capacity), MinUsage: sub.MinUsage,
-		Size: s.ar.zeroInts(n)[:0], Cost: s.ar.float64s(n * m)[:0]}
-	outIdx := s.ar.zeroInts(n)[:0]
-	newIndex := make([]int32, n)
-	changed := false
-	row := make([]float64, m)
-	for j := 0; j < n; j++ {
-		d := float64(sub.Size[j])
-		rmin := 0.0
+	// leastReduced is item j's least reduced cost, 0 for "not scheduled".
+	leastReduced := func(j int) float64 {
+		d, rmin := float64(sub.Size[j]), 0.0
 		for i := 0; i < m; i++ {
 			if c := sub.Cost[j*m+i]; !math.IsInf(c, 1) && sub.Size[j] <= sub.Capacity[i] {
 				rmin = math.Min(rmin, c-d*lp.q[i])
 			}
 		}
-		free, only := 0, -1
+		return rmin
+	}
+	// freeOptions counts item j's options within the gap of its least
+	// reduced cost rmin ("not scheduled" included) and, in row when not
+	// nil, keeps their costs and +Inf for the others; only is the last
+	// model kept and dropped whether an option was left out.
+	freeOptions := func(j int, rmin float64, row []float64) (free, only int, dropped bool) {
+		d := float64(sub.Size[j])
+		only = -1
 		if -rmin < keep {
 			free++
 		}
 		for i := 0; i < m; i++ {
-			row[i] = math.Inf(1)
+			if row != nil {
+				row[i] = math.Inf(1)
+			}
 			c := sub.Cost[j*m+i]
 			if math.IsInf(c, 1) || sub.Size[j] > sub.Capacity[i] {
 				continue
 			}
 			if c-d*lp.q[i]-rmin < keep {
-				row[i] = c
+				if row != nil {
+					row[i] = c
+				}
 				free++
 				only = i
 			} else {
-				changed = true
+				dropped = true
 			}
 		}
+		return free, only, dropped
+	}
+	// The costs of the items that stay free, sized to them: at the root of
+	// a large round they are a few hundred of 100,000.
+	kept := 0
+	for j := 0; j < n; j++ {
+		if free, _, _ := freeOptions(j, leastReduced(j), nil); free > 1 {
+			kept++
+		}
+	}
+	out := &Problem{Capacity: slices.Clone(sub.Capacity), MinUsage: sub.MinUsage,
+		Size: s.ar.zeroInts(kept)[:0], Cost: s.ar.float64s(kept * m)[:0]}
+	outIdx := s.ar.zeroInts(kept)[:0]
+	newIndex := make([]int32, n)
+	changed := false
+	row := make([]float64, m)
+	for j := 0; j < n; j++ {
+		rmin := leastReduced(j)
+		free, only, dropped := freeOptions(j, rmin, row)
+		changed = changed || dropped
 		newIndex[j] = -1
 		if free > 1 {
 			newIndex[j] = int32(len(outIdx))

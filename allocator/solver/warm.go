@@ -34,10 +34,7 @@ import "math"
 // the next, when only the nodes whose arcs it changed join the work list.
 func (s *lpSolver) repair(pi []float64) {
 	nodes := s.m + 2
-	s.resW = make([]float64, nodes*nodes)
-	s.resJ = make([]int32, nodes*nodes)
-	s.stamp = make([]int, nodes)
-	s.queuedRes = make([]bool, nodes)
+	// resW, resJ, stamp and queuedRes start zeroed (lpBufs).
 	dist, mag := s.dist[:nodes], s.mag[:nodes]
 	copy(dist, pi)
 	for v, d := range dist {

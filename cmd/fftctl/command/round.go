@@ -149,7 +149,7 @@ func formatDecision(in *allocator.Instance, d *allocator.Decision) string {
 		jd := d.Jobs[k]
 		t := jd.Chosen
 		if jd.Model == "" {
-			t = bestOption(jd.Options)
+			t = bestOption(jd.Options())
 		}
 		model := jd.Model
 		if model == "" {

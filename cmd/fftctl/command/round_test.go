@@ -81,7 +81,7 @@ func TestRoundCommandJSONFromStdin(t *testing.T) {
 		t.Fatalf("decision: round %d, %d jobs, K %d", d.Round, len(d.Jobs), d.MaxUsage)
 	}
 	for _, j := range d.Jobs {
-		if len(j.Options) == 0 || (j.Model == "" && j.Reason.Code == "") {
+		if len(j.Options()) == 0 || (j.Model == "" && j.Reason.Code == "") {
 			t.Fatalf("job %s lacks options or a reason: %+v", j.ID, j)
 		}
 	}
