@@ -205,7 +205,7 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 		rec = loop.RecordFull
 	}
 	rounds := loop.New(c, c, store, loop.WithPolicy(pol), loop.WithConfig(ecfg), loop.WithRecording(rec), loop.WithTenantShares(cfg.TenantShares),
-		loop.WithClock(c.wall))
+		loop.WithClock(c.wall), loop.WithPlacement(c.style))
 	adm := &admission{src: src, c: c, lg: lg, cfg: cfg}
 	sch := newTimer(cfg, R)
 	progEvery := cfg.ProgressEvery
