@@ -23,6 +23,11 @@ const (
 	// without it has Spec.LearnThroughput set, its rates to be learned
 	// online (package allocator/profile). Present but empty is an error.
 	KeyThroughput = "fft.throughput"
+	// KeyThroughputSpread is the job's throughput per GPU model when its
+	// allocations lie on more than one node (count > 1 spread over hosts),
+	// in KeyThroughput's form; a model it leaves out runs spread at its
+	// KeyThroughput value. Each model must be one of KeyThroughput's.
+	KeyThroughputSpread = "fft.throughput_spread"
 	// KeyFamily is the job's family ("ResNet-50"): jobs of one family scale
 	// alike across GPU models, which the throughput estimator uses; default
 	// "" (none).
@@ -76,7 +81,7 @@ const (
 // knownKeys are the keys of the contract; any other fft.* key is an error,
 // so a typo (fft.troughput) is caught rather than silently ignored.
 var knownKeys = map[string]bool{
-	KeyWork: true, KeyWorkUnit: true, KeyThroughput: true,
+	KeyWork: true, KeyWorkUnit: true, KeyThroughput: true, KeyThroughputSpread: true,
 	KeyStateSize: true, KeyUser: true, KeyWeight: true, KeyFamily: true,
 }
 
@@ -89,6 +94,9 @@ type Spec struct {
 	// GPUs of that model. Every value is > 0. It is nil when the job
 	// declares none (then LearnThroughput is true).
 	Throughput map[string]float64 `json:"throughput"`
+	// SpreadThroughput is fft.throughput_spread: work units per round on a
+	// model when the job's allocations lie on several hosts (nil: none).
+	SpreadThroughput map[string]float64 `json:"throughput_spread,omitempty"`
 	// LearnThroughput marks a job without fft.throughput: its rates are
 	// unknown until measured or estimated.
 	LearnThroughput bool `json:"learn_throughput,omitempty"`
@@ -175,6 +183,15 @@ func Parse(meta map[string]string, gpus int) (*Spec, error) {
 	} else {
 		s.Throughput = tp
 	}
+	if v, ok := meta[KeyThroughputSpread]; ok {
+		if tp, err := parseThroughput(v); err != "" {
+			bad(KeyThroughputSpread, v, err)
+		} else if m := firstMissing(tp, s.Throughput); m != "" {
+			bad(KeyThroughputSpread, v, fmt.Sprintf("models named in %s (%q is not)", KeyThroughput, m))
+		} else {
+			s.SpreadThroughput = tp
+		}
+	}
 	if v, ok := meta[KeyStateSize]; ok {
 		if x, err := number(v, -1, MaxStateSizeGB); err != "" {
 			bad(KeyStateSize, v, strings.Replace(err, "a number", "a checkpoint size in GB", 1))
@@ -220,6 +237,16 @@ func Parse(meta map[string]string, gpus int) (*Spec, error) {
 		return nil, errors.Join(errs...)
 	}
 	return s, nil
+}
+
+// firstMissing is the first model of tp (sorted) that in lacks, "" if none.
+func firstMissing(tp, in map[string]float64) string {
+	for _, m := range sortedNames(tp) {
+		if _, ok := in[m]; !ok {
+			return m
+		}
+	}
+	return ""
 }
 
 // number parses a finite decimal in (lo, hi] (lo = -1 allows 0). It

@@ -53,6 +53,14 @@ func TestParseValid(t *testing.T) {
 	if got.WorkUnit != DefaultWorkUnit || got.Weight != 1 || got.StateGB != 0 || got.User != "" {
 		t.Errorf("defaults: got %+v, want unit %q, weight 1, state 0, no user", got, DefaultWorkUnit)
 	}
+	// A spread throughput for some of the declared models.
+	got, err = Parse(meta(KeyThroughputSpread, "Tesla V100-SXM2-16GB=0.9"), 2)
+	if err != nil {
+		t.Fatalf("Parse with a spread throughput: %v", err)
+	}
+	if want := map[string]float64{"Tesla V100-SXM2-16GB": 0.9}; !reflect.DeepEqual(got.SpreadThroughput, want) {
+		t.Errorf("spread = %v, want %v", got.SpreadThroughput, want)
+	}
 	// A state size of 0 is allowed, a numeric model name too.
 	if _, err := Parse(meta(KeyStateSize, "0", KeyThroughput, "1080=3"), 1); err != nil {
 		t.Errorf("state size 0 and numeric model: %v", err)
@@ -119,6 +127,9 @@ func TestParseErrors(t *testing.T) {
 		{"throughput trailing comma", meta(KeyThroughput, "A100=2,"), 1, KeyThroughput, "A100=2,", "MODEL=UNITS_PER_ROUND"},
 		{"work too large for a slow model", meta(KeyWork, "1e12", KeyThroughput, "A100=2,V100=1e-6"), 1, KeyThroughput, "A100=2,V100=1e-6", `model "V100" with fft.work = "1e12"`},
 		{"work too small for a fast model", meta(KeyWork, "1e-300", KeyThroughput, "A100=2"), 1, KeyThroughput, "A100=2", "rounds to finish"},
+		{"spread for a model not declared", meta(KeyThroughputSpread, "H100=1"), 2, KeyThroughputSpread, "H100=1", `models named in fft.throughput ("H100" is not)`},
+		{"spread zero", meta(KeyThroughputSpread, "Tesla V100-SXM2-16GB=0"), 2, KeyThroughputSpread, "Tesla V100-SXM2-16GB=0", "has \"0\""},
+		{"spread without throughput", meta(KeyThroughput, "", KeyThroughputSpread, "A100=1"), 2, KeyThroughputSpread, "A100=1", "models named in"},
 		{"negative state size", meta(KeyStateSize, "-1"), 1, KeyStateSize, "-1", "checkpoint size in GB >= 0"},
 		{"zero weight", meta(KeyWeight, "0"), 1, KeyWeight, "0", "from 1e-06 to 1e+06"},
 		{"negative weight", meta(KeyWeight, "-2"), 1, KeyWeight, "-2", "fairness weight"},

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
 	"github.com/nomad-fft/nomad-fft/allocator/profile"
 )
@@ -41,6 +42,7 @@ type options struct {
 	shares   *TenantShares
 	record   Recording
 	priors   *profile.Priors
+	style    placement.Style
 }
 
 // Recording says how much of each round the record keeps.
@@ -66,6 +68,11 @@ func WithConfig(c allocator.Config) Option { return func(o *options) { o.cfg = c
 // WithPolicy sets the policy that decides each round (default: FFT with
 // the WithConfig engine configuration).
 func WithPolicy(p policy.Policy) Option { return func(o *options) { o.pol = p } }
+
+// WithPlacement sets the placement style (default: the policy's own,
+// policy.PlacementOf: the paper's Placer unless the policy is a baseline
+// whose system places jobs its own way).
+func WithPlacement(st placement.Style) Option { return func(o *options) { o.style = st } }
 
 // WithLogger sets the logger (default: a null logger).
 func WithLogger(l hclog.Logger) Option { return func(o *options) { o.log = l } }
@@ -100,6 +107,9 @@ func New(obs Observer, app Applier, store Store, opts ...Option) *Loop {
 	}
 	if o.pol == nil {
 		o.pol = policy.NewFFTWith(policy.FFTName, o.cfg)
+	}
+	if o.style == "" {
+		o.style = policy.PlacementOf(o.pol.Name())
 	}
 	prof, err := newProfiler(o.priors)
 	if err != nil {
@@ -490,9 +500,10 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 		claimed[j.ID] = j
 	}
 	achieved := map[string]float64{}
+	spread := spreadJobs(plan)
 	for _, jd := range dec.Jobs {
 		if jd.Model != "" {
-			achieved[jd.ID] = jd.Chosen.Throughput
+			achieved[jd.ID] = jd.Chosen.Throughput * spreadFactor(spread[jd.ID], jd.Model)
 		}
 	}
 	fs.Advance(t, achieved)

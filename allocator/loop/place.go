@@ -66,7 +66,7 @@ func (l *Loop) place(ctx context.Context, pr *problem, snap *Snapshot, dec *allo
 	jobsBefore, snapBefore := pr.instance.Jobs, pr.snapshot.Jobs
 	defer func() { pr.instance.Jobs, pr.snapshot.Jobs = jobsBefore, snapBefore }()
 	for {
-		out.res = placement.Place(snap.Hosts, placementJobs(jobs, full, pr))
+		out.res = placement.PlaceStyle(l.opts.style, snap.Hosts, placementJobs(jobs, full, pr))
 		if len(out.res.Unplaced) == 0 {
 			return dec, full, out, nil
 		}
@@ -348,4 +348,34 @@ func (p *placed) recordLines(rec *RoundRecord, snap *Snapshot) {
 		}
 		l.Refused = refused[l.ID]
 	}
+}
+
+// spreadJobs are the plan's running jobs whose allocations lie on more than
+// one host, by ID.
+func spreadJobs(plan *Plan) map[string]*Job {
+	out := map[string]*Job{}
+	for _, set := range [][]Change{plan.Start, plan.Migrate, plan.Keep} {
+		for _, c := range set {
+			if placement.Hosts(c.Slots) > 1 {
+				out[c.Job.ID] = c.Job
+			}
+		}
+	}
+	return out
+}
+
+// spreadFactor is what a job spread over hosts (j non-nil) runs at on model
+// against its rate on one host: its fft.throughput_spread over its
+// fft.throughput there, 1 when it declares none. The round credits the job
+// (progress, and rho's step) at its rate times this; the decision itself
+// prices the one-host rate (allocator/placement/README.md, "Spread jobs").
+func spreadFactor(j *Job, model string) float64 {
+	if j == nil || j.Spec == nil {
+		return 1
+	}
+	s, d := j.Spec.SpreadThroughput[model], j.Spec.Throughput[model]
+	if s > 0 && d > 0 {
+		return s / d
+	}
+	return 1
 }

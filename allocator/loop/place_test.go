@@ -296,3 +296,44 @@ func TestRefusedEverywhereWaits(t *testing.T) {
 		t.Errorf("a waited %d rounds, want about %d, then tried again", waited, refusalRounds)
 	}
 }
+
+// A job whose allocations lie on several hosts is credited its
+// fft.throughput_spread on the model (progress and rho's step); on one host,
+// or without the key, its fft.throughput.
+func TestSpreadJobCreditedItsSpreadRate(t *testing.T) {
+	cases := []struct {
+		name   string
+		hosts  []placement.Host
+		pieces []int
+		spread float64 // 0: not declared
+		want   float64
+	}{
+		{"two hosts, spread declared", v100Hosts(2, 2), []int{2, 2}, 1, 1},
+		{"two hosts, none declared", v100Hosts(2, 2), []int{2, 2}, 0, 4},
+		{"one host, spread declared", v100Hosts(4), []int{2, 2}, 1, 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &Harness{Hosts: tc.hosts, Jobs: map[string]*Job{}}
+			j := NewJob("gang").GPUs(4).Work(1000).TP(v100, 4).Obj()
+			j.Pieces = tc.pieces
+			if tc.spread > 0 {
+				j.Spec.SpreadThroughput = map[string]float64{v100: tc.spread}
+			}
+			h.Set(j)
+			store := NewMemStore(true)
+			l := New(h, h, store)
+			rec, err := l.RunRound(context.Background(), TriggerManual, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Assignment["default/gang"] != v100 {
+				t.Fatalf("gang not running: %v", rec.Assignment)
+			}
+			c := store.Stored().Jobs["default/gang"].Credit
+			if c == nil || c.Done != tc.want {
+				t.Fatalf("credit %+v, want done %g", c, tc.want)
+			}
+		})
+	}
+}

@@ -116,8 +116,36 @@ func Fits(pieces []int, largest int) bool {
 	return len(pieces) > 0
 }
 
-// Place puts every job on hosts of its model. Jobs whose model has no host are unplaced.
-func Place(hosts []Host, jobs []Job) *Result {
+// Style is a placement algorithm: the paper's Placer (the default), or the
+// placement a baseline's own system uses, so that each policy is compared
+// on the placement it was designed with (README.md, "Styles").
+type Style string
+
+const (
+	// StyleFFT is the paper's Placer (§4.3): running jobs stay, the rest
+	// are packed best-fit, priced consolidation moves make room.
+	StyleFFT Style = "fft"
+	// StyleGavel is Gavel's worker assignment: keep a job's previous
+	// workers when they are free, else take free GPUs in server order from
+	// a pointer that only moves forward, largest jobs first; a job spreads
+	// over servers rather than wait.
+	StyleGavel Style = "gavel"
+	// StyleSia is Sia's placement: a job smaller than a node on one node
+	// (best fit), a larger one on whole free nodes; previous placements
+	// kept; room made by evicting single-node jobs, smallest first.
+	StyleSia Style = "sia"
+)
+
+// Styles are the known placement styles.
+var Styles = []Style{StyleFFT, StyleGavel, StyleSia}
+
+// Place puts every job on hosts of its model with the paper's Placer. Jobs
+// whose model has no host are unplaced.
+func Place(hosts []Host, jobs []Job) *Result { return PlaceStyle(StyleFFT, hosts, jobs) }
+
+// PlaceStyle puts every job on hosts of its model the way style does ("" is
+// StyleFFT). Jobs whose model has no host are unplaced.
+func PlaceStyle(style Style, hosts []Host, jobs []Job) *Result {
 	res := &Result{Slots: make(map[string][]Slot, len(jobs))}
 	byModel := map[string][]int{}
 	for k := range jobs {
@@ -138,7 +166,14 @@ func Place(hosts []Host, jobs []Job) *Result {
 		for _, k := range byModel[m] {
 			js = append(js, &jobs[k])
 		}
-		ms.place(js, res)
+		switch style {
+		case StyleGavel:
+			ms.placeGavel(js, res)
+		case StyleSia:
+			ms.placeSia(js, res)
+		default:
+			ms.place(js, res)
+		}
 	}
 	sort.Strings(res.Unplaced)
 	return res

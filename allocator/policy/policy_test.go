@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
+
 	"context"
 	"fmt"
 	"math"
@@ -308,6 +310,30 @@ func TestFFTRestartSeconds(t *testing.T) {
 		p, _ := New(name, opt)
 		if c := p.(*FFT).cfg; c.Volume != allocator.VolumeRate || c.Debt != allocator.DebtFTF || c.Weights.Fairness != w || c.Weights.JCT != 0 {
 			t.Errorf("%s config %+v, want volume rate, debt ftf, fairness weight %v, no wait term", name, c, w)
+		}
+	}
+}
+
+// Each baseline runs on its own system's placement; the rest on the paper's Placer.
+func TestPlacementOf(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want placement.Style
+	}{
+		{GavelFTFName, placement.StyleGavel},
+		{GavelLASName, placement.StyleGavel},
+		{FIFOName, placement.StyleGavel},
+		{FTFName, placement.StyleGavel},
+		{IsolatedName, placement.StyleGavel},
+		{SiaName, placement.StyleSia},
+		{FFTName, placement.StyleFFT},
+		{DefaultName, placement.StyleFFT},
+		{TiresiasName, placement.StyleFFT},
+		{AlloXName, placement.StyleFFT},
+		{"no-such-policy", placement.StyleFFT},
+	} {
+		if got := PlacementOf(tc.name); got != tc.want {
+			t.Errorf("PlacementOf(%q) = %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

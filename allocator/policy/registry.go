@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
 )
 
 // Options are what every factory receives.
@@ -49,6 +51,28 @@ var Builtin = map[string]Factory{
 	FFTRateW0Name:        NewFFTRateW0,
 	FFTStarveName:        NewFFTStarve,
 	FFTRateLowStarveName: NewFFTRateLowStarve,
+}
+
+// ownPlacement is the placement each baseline's own system uses, where it is
+// not the paper's Placer (allocator/placement/README.md, "Styles"): Gavel's
+// policies (its FIFO, LAS, FTF and isolated, all run through Gavel's round
+// mechanism) get Gavel's worker assignment, Sia gets Sia's. Tiresias, AlloX
+// and binpack keep the paper's Placer: their placers are not modelled.
+var ownPlacement = map[string]placement.Style{
+	FIFOName: placement.StyleGavel, FIFOPerfName: placement.StyleGavel,
+	LASName: placement.StyleGavel, GavelLASName: placement.StyleGavel,
+	FTFName: placement.StyleGavel, GavelFTFName: placement.StyleGavel,
+	IsolatedName: placement.StyleGavel,
+	SiaName:      placement.StyleSia,
+}
+
+// PlacementOf is the placement style the named policy runs with: its own
+// system's, or the paper's Placer.
+func PlacementOf(name string) placement.Style {
+	if st, ok := ownPlacement[name]; ok {
+		return st
+	}
+	return placement.StyleFFT
 }
 
 // DefaultName is the policy the allocator and `fftctl dev` run unless told

@@ -34,8 +34,11 @@ type Cluster struct {
 	models []allocator.Model
 	// hosts are the models' hosts (placement stage input); piece is the
 	// largest allocation a job may have, the smallest host.
-	hosts   []placement.Host
-	piece   int
+	hosts []placement.Host
+	piece int
+	// style is the policy's placement (policy.PlacementOf), which the
+	// loop runs; it decides how jobs are cut into pieces.
+	style   placement.Style
 	roundS  float64
 	restart float64
 	// learn hides the rates from the loop (Config.Learn, learn.go).
@@ -124,8 +127,22 @@ func checkHosts(cfg Config) error {
 
 // pieces splits a job of gpus GPUs into allocations no larger than the
 // smallest host: as a user splits a job larger than a host into a task
-// group with count > 1.
-func (c *Cluster) pieces(gpus int) []int { return piecesOf(gpus, c.piece) }
+// group with count > 1. Under Gavel's placement each GPU is a piece: Gavel
+// assigns a job's workers (one GPU each) one by one.
+func (c *Cluster) pieces(gpus int) []int {
+	if c.style == placement.StyleGavel {
+		return piecesOf(gpus, 1)
+	}
+	return piecesOf(gpus, c.piece)
+}
+
+// PiecesFor is Pieces under a placement style: 1-GPU pieces for Gavel's.
+func PiecesFor(st placement.Style, hosts []placement.Host, gpus int) []int {
+	if st == placement.StyleGavel {
+		return piecesOf(gpus, 1)
+	}
+	return Pieces(hosts, gpus)
+}
 
 // Pieces is how the simulated cluster splits a job of gpus GPUs on these
 // hosts: into allocations no larger than the smallest host.
@@ -166,8 +183,9 @@ func (c *Cluster) admit(idx int, spec *workload.JobSpec) {
 		}
 	}
 	js := &jobmeta.Spec{Work: spec.Work, WorkUnit: "steps", Throughput: tp, Weight: 1, GPUs: spec.GPUs}
+	js.SpreadThroughput = SpreadThroughput(spec, tp)
 	if c.learn {
-		js.Throughput, js.LearnThroughput, js.Family = nil, true, Family(spec.Type)
+		js.Throughput, js.SpreadThroughput, js.LearnThroughput, js.Family = nil, nil, true, Family(spec.Type)
 	}
 	ns := Namespace
 	if lie != "" {
@@ -182,6 +200,22 @@ func (c *Cluster) admit(idx int, spec *workload.JobSpec) {
 	j := &simJob{idx: idx, spec: spec, job: loop.Job{ID: spec.ID, Namespace: ns, Name: spec.ID, Gated: true, Spec: js, Pieces: c.pieces(spec.GPUs)}}
 	c.active = append(c.active, j)
 	c.byID[j.job.ID] = j
+}
+
+// SpreadThroughput is the job's fft.throughput_spread for its declared
+// throughputs tp (per round): each spread rate in the same ratio to tp as
+// Gavel's unconsolidated rate to its consolidated one.
+func SpreadThroughput(spec *workload.JobSpec, tp map[string]float64) map[string]float64 {
+	var out map[string]float64
+	for m, r := range spec.SpreadRate {
+		if r > 0 && tp[m] > 0 && spec.Rate[m] > 0 {
+			if out == nil {
+				out = map[string]float64{}
+			}
+			out[m] = tp[m] * r / spec.Rate[m]
+		}
+	}
+	return out
 }
 
 // fits reports whether any model of the cluster can run the job.
@@ -292,7 +326,7 @@ func (c *Cluster) run(length roundLength) (busy float64) {
 		finishes := c.exact && ceilNs(j.finishIn()) <= length.exact
 		penalty := math.Min(j.penalty, R)
 		j.penalty -= penalty
-		rate := j.spec.Rate[j.running]
+		rate := j.rate()
 		used, work := R, rate*(R-penalty)
 		if left := j.spec.Work - j.done; work >= left || finishes {
 			work, used = left, penalty+left/rate
@@ -316,6 +350,15 @@ func (c *Cluster) run(length roundLength) (busy float64) {
 		c.now += R
 	}
 	return busy
+}
+
+// rate is the job's true steps/s where it runs now: its spread rate when
+// its allocations lie on several hosts (Gavel's unconsolidated rates).
+func (j *simJob) rate() float64 {
+	if r := j.spec.SpreadRate[j.running]; r > 0 && placement.Hosts(j.job.Slots) > 1 {
+		return r
+	}
+	return j.spec.Rate[j.running]
 }
 
 // placeableIdle is how many GPUs sit idle this round on hosts where a

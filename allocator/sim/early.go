@@ -126,7 +126,7 @@ func (c *Cluster) finishes(start, until time.Time) []event {
 // finishIn is how long a running job needs to finish if it keeps its GPUs:
 // the rest of its restart, then its remaining work at its rate.
 func (j *simJob) finishIn() float64 {
-	return j.penalty + (j.spec.Work-j.done)/j.spec.Rate[j.running]
+	return j.penalty + (j.spec.Work-j.done)/j.rate()
 }
 
 // wall is the cluster's clock as the loop reads it.

@@ -16,6 +16,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
 	"github.com/nomad-fft/nomad-fft/allocator/live"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
 	"github.com/nomad-fft/nomad-fft/allocator/sim"
 	"github.com/nomad-fft/nomad-fft/allocator/workload"
@@ -79,6 +80,7 @@ func scheduleView(r *loop.RoundRecord) map[string]any {
 func runService(t *testing.T, pol policy.Policy, w simCase, gap float64, rounds int) []*loop.RoundRecord {
 	t.Helper()
 	wd := newWorld(w)
+	wd.style = policy.PlacementOf(pol.Name())
 	clk := &virtualClock{now: sim.Epoch, regs: make(chan timerReg, 256)}
 	wd.now = clk.Now
 	cfg := allocator.DefaultConfig()
@@ -196,6 +198,8 @@ type world struct {
 	triggers chan loop.Trigger
 	now      func() time.Time
 	next     int // the next job of w.jobs to arrive
+	// style is the policy's placement, which cuts jobs into pieces.
+	style placement.Style
 
 	// tasks by job ID; start is the last round's start, running what it
 	// left running, as observed at its start.
@@ -273,7 +277,7 @@ func (wd *world) advance(now time.Time) {
 		if j.RunningModel == "" || tk.finished {
 			continue
 		}
-		rate := tk.spec.Rate[j.RunningModel]
+		rate := trueRate(tk.spec, j.RunningModel, j.Slots)
 		finishes := secondsOf(tk.penalty+(tk.spec.Work-tk.done)/rate) <= exact
 		penalty := math.Min(tk.penalty, d)
 		tk.penalty -= penalty
@@ -307,8 +311,8 @@ func (wd *world) admit(at time.Time) {
 		if !fits {
 			continue
 		}
-		js := &jobmeta.Spec{Work: spec.Work, WorkUnit: "steps", Throughput: tp, Weight: 1, GPUs: spec.GPUs}
-		wd.h.Set(loop.Job{ID: spec.ID, Namespace: sim.Namespace, Name: spec.ID, Gated: true, Spec: js, Pieces: sim.Pieces(wd.h.Hosts, spec.GPUs)})
+		js := &jobmeta.Spec{Work: spec.Work, WorkUnit: "steps", Throughput: tp, SpreadThroughput: sim.SpreadThroughput(&spec, tp), Weight: 1, GPUs: spec.GPUs}
+		wd.h.Set(loop.Job{ID: spec.ID, Namespace: sim.Namespace, Name: spec.ID, Gated: true, Spec: js, Pieces: sim.PiecesFor(wd.style, wd.h.Hosts, spec.GPUs)})
 		wd.tasks[spec.ID] = &task{spec: spec}
 	}
 }
@@ -331,7 +335,7 @@ func (wd *world) nextEvent() (time.Time, loop.Trigger, bool) {
 		if j.RunningModel == "" || tk.finished {
 			continue
 		}
-		at := wd.start.Add(secondsOf(tk.penalty + (tk.spec.Work-tk.done)/tk.spec.Rate[j.RunningModel]))
+		at := wd.start.Add(secondsOf(tk.penalty + (tk.spec.Work-tk.done)/trueRate(tk.spec, j.RunningModel, j.Slots)))
 		if at.After(now) {
 			evs = append(evs, ev{at, loop.Trigger{Kind: loop.TriggerFinish, Job: id}})
 		}

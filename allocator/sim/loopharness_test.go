@@ -15,6 +15,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/jobmeta"
 	"github.com/nomad-fft/nomad-fft/allocator/live"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
 	"github.com/nomad-fft/nomad-fft/allocator/sim"
 	"github.com/nomad-fft/nomad-fft/allocator/workload"
@@ -80,6 +81,13 @@ func randomWorkload(rng *rand.Rand) simCase {
 		for _, m := range models {
 			if rng.IntN(4) > 0 {
 				j.Rate[m] = 0.1 + rng.Float64()
+				if j.GPUs > 1 && rng.IntN(2) == 0 {
+					// Slower when spread over hosts, as Gavel's unconsolidated rates.
+					if j.SpreadRate == nil {
+						j.SpreadRate = map[string]float64{}
+					}
+					j.SpreadRate[m] = j.Rate[m] * (0.3 + 0.6*rng.Float64())
+				}
 			}
 		}
 		w.jobs = append(w.jobs, j)
@@ -126,7 +134,7 @@ func runHarness(t *testing.T, pol policy.Policy, w simCase, rounds int) []*loop.
 					fits = fits || (cm.Name == m && cm.GPUs >= spec.GPUs)
 				}
 			}
-			js := &jobmeta.Spec{Work: spec.Work, WorkUnit: "steps", Throughput: tp, Weight: 1, GPUs: spec.GPUs}
+			js := &jobmeta.Spec{Work: spec.Work, WorkUnit: "steps", Throughput: tp, SpreadThroughput: sim.SpreadThroughput(&spec, tp), Weight: 1, GPUs: spec.GPUs}
 			if w.learn {
 				js.Throughput, js.LearnThroughput, js.Family = nil, true, sim.Family(spec.Type)
 				for _, cm := range w.cluster {
@@ -136,7 +144,7 @@ func runHarness(t *testing.T, pol policy.Policy, w simCase, rounds int) []*loop.
 			if !fits {
 				continue // the simulator rejects it at admission
 			}
-			h.Set(loop.Job{ID: spec.ID, Namespace: sim.Namespace, Name: spec.ID, Gated: true, Spec: js, Pieces: sim.Pieces(h.Hosts, spec.GPUs)})
+			h.Set(loop.Job{ID: spec.ID, Namespace: sim.Namespace, Name: spec.ID, Gated: true, Spec: js, Pieces: sim.PiecesFor(policy.PlacementOf(pol.Name()), h.Hosts, spec.GPUs)})
 			tasks[spec.ID] = &task{spec: spec}
 		}
 		for id, tk := range tasks {
@@ -170,7 +178,7 @@ func runHarness(t *testing.T, pol policy.Policy, w simCase, rounds int) []*loop.
 				penalty, tk.pendRestart = math.Min(w.restart, w.roundS), false
 			}
 			tk.last = m
-			tk.done = math.Min(tk.spec.Work, tk.done+tk.spec.Rate[m]*(w.roundS-penalty))
+			tk.done = math.Min(tk.spec.Work, tk.done+trueRate(tk.spec, m, j.Slots)*(w.roundS-penalty))
 			if tk.done >= tk.spec.Work {
 				j.Finished, j.Allocs, j.RunningModel = true, nil, ""
 				delete(tasks, id)
@@ -189,4 +197,13 @@ func roundView(r *loop.RoundRecord) map[string]any {
 		jobs[j.ID] = fmt.Sprintf("%s %s %s %.9g %.9g %v", j.Action, j.Model, j.ReasonCode, j.RhoBefore, j.RhoAfter, j.Hosts)
 	}
 	return map[string]any{"round": r.Round, "assignment": r.Assignment, "plan": r.Plan, "jobs": jobs, "objective": r.Objective, "moves": r.Moves}
+}
+
+// trueRate is a task's steps/s on model m in these slots: its spread rate
+// when they lie on several hosts.
+func trueRate(spec workload.JobSpec, m string, slots []placement.Slot) float64 {
+	if r := spec.SpreadRate[m]; r > 0 && placement.Hosts(slots) > 1 {
+		return r
+	}
+	return spec.Rate[m]
 }

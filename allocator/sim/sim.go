@@ -138,10 +138,12 @@ type RoundStats struct {
 type Log struct {
 	Policy string `json:"policy"`
 	// Learn is Config.Learn: the policy saw learned throughputs.
-	Learn        bool              `json:"learn,omitempty"`
-	Cluster      []allocator.Model `json:"cluster"`
-	HostGPUs     map[string]int    `json:"host_gpus,omitempty"`
-	RoundSeconds float64           `json:"round_seconds"`
+	Learn    bool              `json:"learn,omitempty"`
+	Cluster  []allocator.Model `json:"cluster"`
+	HostGPUs map[string]int    `json:"host_gpus,omitempty"`
+	// Placement is the placement style the run used (policy.PlacementOf).
+	Placement    string  `json:"placement,omitempty"`
+	RoundSeconds float64 `json:"round_seconds"`
 	// MinRoundGapSeconds is Config.MinRoundGapSeconds (0: fixed rounds).
 	MinRoundGapSeconds float64            `json:"min_round_gap_s"`
 	Window             Window             `json:"window"`
@@ -185,6 +187,8 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 	}
 	lg := &Log{Policy: pol.Name(), Learn: cfg.Learn, Cluster: cfg.Cluster, HostGPUs: cfg.HostGPUs, RoundSeconds: R, MinRoundGapSeconds: cfg.MinRoundGapSeconds, Window: cfg.Window}
 	c := newCluster(cfg, R, lg)
+	c.style = policy.PlacementOf(pol.Name())
+	lg.Placement = string(c.style)
 	if len(cfg.Adversaries) > 0 {
 		src = &adversarySource{src: src, advs: cfg.Adversaries, lg: lg}
 	}
@@ -201,7 +205,7 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 		rec = loop.RecordFull
 	}
 	rounds := loop.New(c, c, store, loop.WithPolicy(pol), loop.WithConfig(ecfg), loop.WithRecording(rec), loop.WithTenantShares(cfg.TenantShares),
-		loop.WithClock(c.wall))
+		loop.WithClock(c.wall), loop.WithPlacement(c.style))
 	adm := &admission{src: src, c: c, lg: lg, cfg: cfg}
 	sch := newTimer(cfg, R)
 	progEvery := cfg.ProgressEvery

@@ -125,6 +125,7 @@ func (g *Generator) Next() (JobSpec, error) {
 		Index: g.next, ID: jobID(g.next), Type: typ, Arrival: g.t, GPUs: gpus,
 		Work: seconds * rates[g.cfg.Reference], Rate: rates,
 	}
+	j.SpreadRate = g.cfg.Table.SpreadRates(typ, gpus)
 	if g.job == nil {
 		j.Work = math.Max(1, math.Round(j.Work))
 	}

@@ -50,3 +50,29 @@ func TestGenerator(t *testing.T) {
 		})
 	}
 }
+
+// TestSpreadRates: Gavel's unconsolidated rates, by job type and GPUs, for
+// multi-GPU rows only; a model Gavel's table lacks an entry for has none.
+func TestSpreadRates(t *testing.T) {
+	tb := GavelThroughputs()
+	cases := []struct {
+		typ   string
+		gpus  int
+		model string
+		want  float64
+	}{
+		{"LM (batch size 5)", 2, "v100", 40.35214697555348},
+		{"LM (batch size 5)", 8, "k80", 63.18665300336181},
+		{"ResNet-50 (batch size 64)", 2, "k80", 0},
+		{"LM (batch size 5)", 1, "v100", 0},
+		{"A3C", 2, "v100", 0},
+	}
+	for _, tc := range cases {
+		if got := tb.SpreadRates(tc.typ, tc.gpus)[tc.model]; got != tc.want {
+			t.Errorf("SpreadRates(%q, %d)[%s] = %v, want %v", tc.typ, tc.gpus, tc.model, got, tc.want)
+		}
+	}
+	if got := Gavel8Throughputs().SpreadRates("LM (batch size 5)", 2)["v100"]; got != 40.35214697555348 {
+		t.Errorf("gavel-8 table: spread v100 = %v, want Gavel's", got)
+	}
+}

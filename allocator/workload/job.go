@@ -15,6 +15,9 @@ type JobSpec struct {
 	// Work is total steps; Rate is steps/s per model with GPUs GPUs.
 	Work float64            `json:"work"`
 	Rate map[string]float64 `json:"rate"`
+	// SpreadRate is steps/s per model when the job's GPUs lie on several
+	// hosts (Gavel's unconsolidated rates); absent for a model: Rate.
+	SpreadRate map[string]float64 `json:"spread_rate,omitempty"`
 	// Source is "file:line" for a job read from a trace.
 	Source string `json:"source,omitempty"`
 }

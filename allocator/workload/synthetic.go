@@ -118,6 +118,9 @@ func withSynthetic(t *Throughputs, models []SyntheticModel) *Throughputs {
 		Types:       append([]string(nil), t.Types...),
 		Distributed: make(map[string]bool, len(t.Distributed)),
 		rates:       make(map[tputKey]map[string]float64, len(t.rates)),
+		// Spread rates are Gavel's measurements: the synthetic models
+		// have none, and their jobs run at one rate however placed.
+		Spread: t.Spread,
 	}
 	for k, v := range t.Distributed {
 		out.Distributed[k] = v

@@ -16,6 +16,12 @@ import (
 //go:embed data/gavel_isolated_throughputs.csv
 var gavelCSV []byte
 
+// gavelSpreadCSV is Gavel's table of the same multi-GPU jobs spread over
+// servers (its "*_unconsolidated" entries, see data/SOURCE.md).
+//
+//go:embed data/gavel_unconsolidated_throughputs.csv
+var gavelSpreadCSV []byte
+
 // Throughputs is a table of steps per second by job type, GPU count and
 // GPU model. A 0 (or absent) rate means the job does not fit the model.
 type Throughputs struct {
@@ -26,6 +32,9 @@ type Throughputs struct {
 	// Distributed marks the types that may use more than one GPU.
 	Distributed map[string]bool
 	rates       map[tputKey]map[string]float64
+	// Spread are the rates of multi-GPU jobs whose GPUs lie on several
+	// servers (Gavel's unconsolidated throughputs); nil when unknown.
+	Spread *Throughputs
 }
 
 type tputKey struct {
@@ -38,6 +47,17 @@ type tputKey struct {
 func (t *Throughputs) Rates(jobType string, gpus int) (map[string]float64, bool) {
 	r, ok := t.rates[tputKey{jobType, gpus}]
 	return r, ok
+}
+
+// SpreadRates returns the per-model steps/s of jobType with gpus GPUs
+// spread over several servers, for the models the table knows (absent: the
+// job runs at its Rates there). The map is shared; do not modify it.
+func (t *Throughputs) SpreadRates(jobType string, gpus int) map[string]float64 {
+	if t.Spread == nil || gpus < 2 {
+		return nil
+	}
+	r, _ := t.Spread.Rates(jobType, gpus)
+	return r
 }
 
 // MaxGPUs is the largest GPU count the table has for jobType (0: unknown).
@@ -62,6 +82,9 @@ func GavelThroughputs() *Throughputs {
 		t, err := ParseThroughputs(bytes.NewReader(gavelCSV))
 		if err != nil {
 			panic("workload: embedded throughput table: " + err.Error())
+		}
+		if t.Spread, err = ParseThroughputs(bytes.NewReader(gavelSpreadCSV)); err != nil {
+			panic("workload: embedded spread throughput table: " + err.Error())
 		}
 		gavelTable = t
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"sort"
@@ -310,6 +311,12 @@ func (p *traceParser) add(line int, id, typ, arr, gpus, work string, rates map[s
 	if err != nil || !(w > 0) || w > allocator.MaxWork {
 		return bad(p.field("total_steps", "work"), work, fmt.Sprintf("want a number of steps > 0 and at most %g", allocator.MaxWork))
 	}
+	// Spread rates come from the table, for rates that are the table's
+	// (a trace's own rates have no spread measurement to go with them).
+	var spread map[string]float64
+	if r, ok := p.opt.Table.Rates(typ, d); ok && (rates == nil || maps.Equal(rates, r)) {
+		spread = p.opt.Table.SpreadRates(typ, d)
+	}
 	if rates == nil {
 		r, ok := p.opt.Table.Rates(typ, d)
 		if !ok {
@@ -355,7 +362,7 @@ func (p *traceParser) add(line int, id, typ, arr, gpus, work string, rates map[s
 			return bad("job_type", typ, "fits no GPU model of the cluster (no positive throughput with enough GPUs)")
 		}
 	}
-	p.tr.Jobs = append(p.tr.Jobs, JobSpec{ID: id, Type: typ, Arrival: a, GPUs: d, Work: w, Rate: rates, Source: fmt.Sprintf("%s:%d", p.name, line)})
+	p.tr.Jobs = append(p.tr.Jobs, JobSpec{ID: id, Type: typ, Arrival: a, GPUs: d, Work: w, Rate: rates, SpreadRate: spread, Source: fmt.Sprintf("%s:%d", p.name, line)})
 	return nil
 }
 

@@ -119,7 +119,7 @@ func parse(args []string, stderr io.Writer) (_ *flags, err error) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "Log level: trace, debug, info, warn or error.")
 	fs.BoolVar(&f.logJSON, "log-json", false, "Write logs as JSON, one object a line (the per-round audit events included).")
 	fs.BoolVar(&f.metricsPerJob, "metrics-per-job", false, "Export one fft_job_rho series per active job on /v1/metrics (off: at thousands of jobs that is too many series).")
-	fs.StringVar(&f.policy, "policy", policy.DefaultName, "The policy that decides each round, by its name in the registry (fftctl simulate -list): the default, fft-rate-w0.25, is FFT with the unit-free objective (fairness weight 0.25) and restarts priced; fft is the paper's FFT, with the -config engine block; any other name runs that policy as registered, for example gavel-ftf to compare it with FFT on this cluster.")
+	fs.StringVar(&f.policy, "policy", policy.DefaultName, "The policy that decides each round, by its name in the registry (fftctl simulate -list): the default, fft-rate-w0.25, is FFT with the unit-free objective (fairness weight 0.25) and restarts priced; fft is the paper's FFT, with the -config engine block; any other name runs that policy as registered, for example gavel-ftf to compare it with FFT on this cluster (Gavel's and Sia's policies place jobs on nodes as their own systems do; allocator/placement/README.md).")
 	fs.BoolVar(&f.once, "once", false, "Run one round and exit (status 1 if it failed). It does not take the leader lock.")
 	host, _ := os.Hostname()
 	fs.StringVar(&f.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "This replica's name in the leader lock.")

@@ -123,7 +123,7 @@ func (c *SimulateCommand) ownFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.policies, "policies", "", "Comma-separated `list` of policies to run; -list prints them. Defaults to "+
 		strings.Join(splitList(defaultSimPolicies), ", ")+".")
 	fs.StringVar(&f.cluster, "cluster", "v100=12,p100=12,k80=12",
-		"GPUs per model, a `spec` model=gpus[:memGB] or model=HOSTSxGPUS[:memGB] (hosts of GPUs each),..., for example v100=36,p100=36,k80=36 or v100=3x4,p100=3x4,k80=3x4. A model given as gpus is one host.")
+		"GPUs per model, a `spec` model=gpus[:memGB] or model=HOSTSxGPUS[:memGB] (hosts of GPUs each),..., for example v100=36,p100=36,k80=36 or v100=3x4,p100=3x4,k80=3x4. A model given as gpus is one host. Each policy is placed on hosts as its own system places jobs (gavel-* and Gavel's other policies: Gavel's, sia: Sia's, the rest: the paper's Placer), and a job spread over hosts runs at Gavel's unconsolidated rate.")
 	fs.StringVar(&f.rates, "rates", "0.6", "Comma-separated arrival `rates` in jobs/hour to sweep.")
 	fs.StringVar(&f.seeds, "seeds", "0", "Comma-separated workload `seeds` to average over, for example 0,1,2. Defaults to 0.")
 	fs.IntVar(&f.jobs, "jobs", 300, "Jobs to generate; 0 is an endless stream and needs -window.")
