@@ -69,7 +69,7 @@ func TestOperatorGuide(t *testing.T) {
 	root := testenv.TempDir(t)
 	start := time.Now()
 
-	ports := testenv.FreePorts(t, 10)
+	ports := testenv.FreePorts(t, 12)
 	vars := map[string]string{
 		"CONF":        filepath.Join(root, "etc"),
 		"DATA":        filepath.Join(root, "data"),
@@ -78,6 +78,7 @@ func TestOperatorGuide(t *testing.T) {
 		"CHECKPOINTS": filepath.Join(root, "checkpoints"),
 	}
 	for i, name := range []string{"CONSUL_HTTPS_PORT", "CONSUL_SERVER_PORT", "CONSUL_SERF_PORT",
+		"SERVICE_CONSUL_HTTPS_PORT", "SERVICE_CONSUL_SERF_PORT",
 		"NOMAD_HTTP_PORT", "NOMAD_RPC_PORT", "NOMAD_SERF_PORT",
 		"SERVICE_HTTP_PORT", "GPU1_HTTP_PORT", "GPU2_HTTP_PORT", "ALLOCATOR_PORT"} {
 		vars[name] = fmt.Sprint(ports[i])
