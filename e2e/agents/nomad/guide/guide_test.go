@@ -195,9 +195,12 @@ func (r *runner) step(i int, s Step) {
 	}
 }
 
-// agentLogs are the last lines of every log the guide's agents write in $DATA.
+// agentLogs are the last lines of every log the guide's agents write in $DATA, and of their
+// tasks' (the allocator's own log says why it does not lead or start a job).
 func (r *runner) agentLogs() string {
 	logs, _ := filepath.Glob(filepath.Join(r.vars["DATA"], "*.log"))
+	tasks, _ := filepath.Glob(filepath.Join(r.vars["DATA"], "*", "alloc", "*", "alloc", "logs", "*.std*.0"))
+	logs = append(logs, tasks...)
 	var b strings.Builder
 	for _, l := range logs {
 		data, _ := os.ReadFile(l)
