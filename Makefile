@@ -40,7 +40,8 @@ test: deps vet agents unit e2e
 
 ## deps: what the tests need beyond Go: GLPK's glpsol (Debian glpk-utils),
 ## for the solver's reference test, Chromium (Debian chromium), for the
-## status page's browser test, and PyTorch for the system Python (Debian
+## status page's browser test, jq (Debian jq), for the operator guide's
+## commands (e2e/agents/nomad/guide), and PyTorch for the system Python (Debian
 ## python3-torch), for the PyTorch training job's tests. A pyenv or virtualenv
 ## python3 first on PATH does not see Debian's torch; the tests find
 ## /usr/bin/python3 (jobspecs.TorchPython), so that is what is checked.
@@ -50,6 +51,7 @@ deps:
 	@missing=""; \
 	command -v glpsol >/dev/null 2>&1 || missing="$$missing glpk-utils"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v jq >/dev/null 2>&1 || missing="$$missing jq"; \
 	torch=""; /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || torch=" python3-torch"; \
 	if [ -n "$$missing$$torch" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \

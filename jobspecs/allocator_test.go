@@ -115,3 +115,13 @@ func mustRead(t *testing.T, name string) []byte {
 	}
 	return b
 }
+
+// TestAllocatorJobspecStaticPort: http_port gives the API a port that stays, for the task
+// drivers' allocator_address (the operator guide sets it).
+func TestAllocatorJobspecStaticPort(t *testing.T) {
+	g := parse(t, Allocator, "http_port=4650").TaskGroups[0]
+	if n := g.Networks; len(n) != 1 || len(n[0].DynamicPorts) != 0 || len(n[0].ReservedPorts) != 1 ||
+		n[0].ReservedPorts[0].Label != "http" || n[0].ReservedPorts[0].Value != 4650 {
+		t.Errorf("networks %+v: want the static port http = 4650", n)
+	}
+}

@@ -71,6 +71,12 @@ variable "count" {
   default     = 2
 }
 
+variable "http_port" {
+  type        = number
+  description = "A static port for the HTTP API (the task drivers' allocator_address); 0 lets Nomad pick one."
+  default     = 0
+}
+
 variable "round" {
   type        = string
   description = "Round length R (fft-allocator -round)."
@@ -148,8 +154,12 @@ job "fft-allocator" {
       unlimited      = true
     }
 
+    # A dynamic port unless http_port is set: the task drivers need an address that stays
+    # (allocator_address), such as fft-allocator.service.consul with a static port.
     network {
-      port "http" {}
+      port "http" {
+        static = var.http_port
+      }
     }
 
     service {
