@@ -23,6 +23,7 @@ import (
 //	GET /v1/metrics                    Prometheus metrics, when WithMetrics gives their handler
 //	GET /ui                            the status page, when WithUI gives its handler
 //	PUT /v1/progress/{namespace}/{job} a job's progress report (POST works too)
+//	GET /v1/incarnation/{namespace}/{job} the create index of the asking allocation's job, with WithAllocIndexer
 //
 // A progress report's body is the work units the job has done, a plain
 // number (42) or JSON ({"done": 42}). The answer is 200 with what was
@@ -44,7 +45,7 @@ func Handler(s *Service, opts ...HandlerOption) http.Handler {
 		verifications: newBuckets(DefaultVerificationsPerSecond, DefaultVerificationBurst),
 		verified:      newTokenCache[TaskIdentity](),
 		scopes:        newTokenCache[ReadScope](),
-		allocJobs:     newTokenCache[uint64](),
+		allocJobs:     newTokenCache[AllocJob](),
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -53,6 +54,7 @@ func Handler(s *Service, opts ...HandlerOption) http.Handler {
 	progress := progressHandler(s, &o)
 	mux.Handle("PUT /v1/progress/{namespace}/{job}", progress)
 	mux.Handle("POST /v1/progress/{namespace}/{job}", progress)
+	mux.Handle("GET /v1/incarnation/{namespace}/{job}", incarnationHandler(s, &o))
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) {
 		st := s.Status()
 		if st.LastError != "" {
@@ -102,7 +104,7 @@ type handlerOptions struct {
 	// indexer, when set, says which job (by create index) an allocation is of; allocJobs
 	// remembers it (an allocation never changes job).
 	indexer   AllocIndexer
-	allocJobs *tokenCache[uint64]
+	allocJobs *tokenCache[AllocJob]
 }
 
 // WithMetrics serves h on GET /v1/metrics (package allocator/telemetry's Prometheus handler,
@@ -132,12 +134,9 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("path %v: PUT /v1/progress/<namespace>/<job>", err))
 			return
 		}
-		alloc, denied := o.authorize(r, ns, job)
+		alloc, jobIndex, denied := o.allocOf(r, ns, job)
 		if denied == nil {
-			if ok, wait := o.perJob.take(ns + "/" + job); !ok {
-				denied = &authError{code: http.StatusTooManyRequests, retryAfter: wait,
-					msg: fmt.Sprintf("job %q sent more than %g reports a second (burst %g); retry later", ns+"/"+job, o.perJob.rate, o.perJob.burst)}
-			}
+			denied = o.takeJob(ns, job)
 		}
 		if denied != nil {
 			s.opts.log.Warn("progress report refused", "job", ns+"/"+job, "error", denied.msg)
@@ -165,12 +164,6 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("done = %g is beyond the job's fft.work = %g: report the work units done so far, at most the job's work", done, work))
 			return
 		}
-		jobIndex, err := o.jobIndex(r.Context(), ns, alloc)
-		if err != nil {
-			s.opts.log.Warn("looking up a report's allocation failed", "job", id, "alloc", alloc, "error", err)
-			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("looking up allocation %s in Nomad failed, retry: %v", alloc, err))
-			return
-		}
 		err = storeReport(r.Context(), rep, id, alloc, jobIndex, rp)
 		var behind *loop.BehindError
 		switch {
@@ -184,6 +177,46 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 		}
 		s.opts.log.Debug("progress reported", "job", id, "done", done, "alloc", alloc)
 		writeJSON(w, http.StatusOK, map[string]any{"job": id, "done": done})
+	})
+}
+
+// takeJob takes one of job ns/job's requests from its rate limit.
+func (o *handlerOptions) takeJob(ns, job string) *authError {
+	if ok, wait := o.perJob.take(ns + "/" + job); !ok {
+		return &authError{code: http.StatusTooManyRequests, retryAfter: wait,
+			msg: fmt.Sprintf("job %q sent more than %g reports a second (burst %g); retry later", ns+"/"+job, o.perJob.rate, o.perJob.burst)}
+	}
+	return nil
+}
+
+// incarnationHandler answers which registration of a job an allocation is of: the job's
+// Nomad create index, which a job purged and registered again under its ID changes. The
+// driver keys a task's checkpoints under checkpoint_root by it.
+func incarnationHandler(s *Service, o *handlerOptions) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ns, job := r.PathValue("namespace"), r.PathValue("job")
+		if err := jobid.Check(ns, job); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("path %v: GET /v1/incarnation/<namespace>/<job>", err))
+			return
+		}
+		if o.indexer == nil {
+			writeError(w, http.StatusNotImplemented, "this allocator cannot look up allocations in Nomad")
+			return
+		}
+		if o.verifier == nil && r.URL.Query().Get("alloc") == "" {
+			writeError(w, http.StatusBadRequest, "name the asking allocation: GET /v1/incarnation/<namespace>/<job>?alloc=$NOMAD_ALLOC_ID")
+			return
+		}
+		alloc, index, denied := o.allocOf(r, ns, job)
+		if denied == nil {
+			denied = o.takeJob(ns, job)
+		}
+		if denied != nil {
+			s.opts.log.Warn("incarnation refused", "job", ns+"/"+job, "error", denied.msg)
+			denied.write(w)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"job": ns + "/" + job, "alloc": alloc, "create_index": index})
 	})
 }
 

@@ -253,9 +253,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			log.Error("listening for the HTTP API", "address", f.httpAddr, "error", err)
 			return 1
 		}
-		hopts := []live.HandlerOption{live.WithMetrics(metrics.Handler()), live.WithUI(ui.Handler(svc, history))}
+		// The indexer ties reports to their job's registration, and answers the driver's
+		// GET /v1/incarnation, under either -progress-auth.
+		hopts := []live.HandlerOption{live.WithMetrics(metrics.Handler()), live.WithUI(ui.Handler(svc, history)),
+			live.WithAllocIndexer(nomadapi.NewAllocIndexer(nc))}
 		if f.progressAuth == progressAuthNomad {
-			hopts = append(hopts, live.WithTaskVerifier(nomadapi.NewIdentityVerifier(nc)), live.WithAllocIndexer(nomadapi.NewAllocIndexer(nc)))
+			hopts = append(hopts, live.WithTaskVerifier(nomadapi.NewIdentityVerifier(nc)))
 		}
 		if f.readAuth == progressAuthNomad {
 			hopts = append(hopts, live.WithNamespaceReader(nomadapi.NewNamespaceReader(nc)))
