@@ -8,7 +8,9 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 
@@ -38,7 +40,11 @@ import (
 // holds across replicas). A report beyond the job's work is 400.
 // From a task:
 //
-//	curl -fsS -X PUT -H "X-Nomad-Token: $NOMAD_TOKEN" --data 42 http://127.0.0.1:4650/v1/progress/$NOMAD_NAMESPACE/$NOMAD_JOB_ID
+//	curl -fsS -X PUT -H "X-Nomad-Token: $NOMAD_TOKEN" --data 42 http://127.0.0.1:4650/v1/progress/$NOMAD_NAMESPACE/${NOMAD_JOB_ID//\//%2F}
+//
+// A job ID's slashes (a dispatched or periodic job's "parent/dispatch-…") are sent
+// percent-encoded (%2F): the job is one path step. Sent raw, the answer is 400 with the path
+// to use.
 func Handler(s *Service, opts ...HandlerOption) http.Handler {
 	o := handlerOptions{
 		perJob:        newBuckets(DefaultReportsPerSecond, DefaultReportBurst),
@@ -55,6 +61,15 @@ func Handler(s *Service, opts ...HandlerOption) http.Handler {
 	mux.Handle("PUT /v1/progress/{namespace}/{job}", progress)
 	mux.Handle("POST /v1/progress/{namespace}/{job}", progress)
 	mux.Handle("GET /v1/incarnation/{namespace}/{job}", incarnationHandler(s, &o))
+	// A job ID's slash (a dispatched or periodic child's "parent/dispatch-…") is sent
+	// percent-encoded, %2F, to keep the job one path step: said to whoever sends it raw.
+	for _, p := range []string{"PUT /v1/progress/", "POST /v1/progress/", "GET /v1/incarnation/"} {
+		mux.HandleFunc(p+"{namespace}/{job}/{rest...}", func(w http.ResponseWriter, r *http.Request) {
+			method, path, _ := strings.Cut(p, " ")
+			job := r.PathValue("job") + "/" + r.PathValue("rest")
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("percent-encode the job ID's slashes (%%2F): %s %s%s/%s", method, path, r.PathValue("namespace"), url.PathEscape(job)))
+		})
+	}
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) {
 		st := s.Status()
 		if st.LastError != "" {
