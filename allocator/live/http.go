@@ -87,7 +87,18 @@ func Handler(s *Service, opts ...HandlerOption) http.Handler {
 		writeJSON(w, http.StatusOK, sc.Filter(s.Status()))
 	})
 	if o.metrics != nil {
-		mux.Handle("GET /v1/metrics", o.metrics)
+		mux.HandleFunc("GET /v1/metrics", func(w http.ResponseWriter, r *http.Request) {
+			if o.jobMetrics {
+				// The series name jobs: read as the status is, with the request's scope.
+				sc, denied := o.readScope(r)
+				if denied != nil {
+					denied.write(w)
+					return
+				}
+				r = r.WithContext(context.WithValue(r.Context(), scopeKey{}, sc))
+			}
+			o.metrics.ServeHTTP(w, r)
+		})
 	}
 	if o.ui != nil {
 		mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
@@ -107,7 +118,9 @@ type HandlerOption func(*handlerOptions)
 
 type handlerOptions struct {
 	metrics, ui http.Handler
-	verifier    TaskVerifier
+	// jobMetrics: the metrics name jobs (WithJobMetrics).
+	jobMetrics bool
+	verifier   TaskVerifier
 	// perJob bounds each job's reports, verifications the new tokens sent to Nomad;
 	// verified remembers the tokens Nomad verified.
 	perJob, verifications *buckets
@@ -126,6 +139,13 @@ type handlerOptions struct {
 // which imports this package and so cannot be wired from here).
 func WithMetrics(h http.Handler) HandlerOption {
 	return func(o *handlerOptions) { o.metrics = h }
+}
+
+// WithJobMetrics says the metrics name jobs (fft-allocator -metrics-per-job): GET
+// /v1/metrics then follows WithNamespaceReader as /v1/status does (401 without a token), and
+// puts the request's read scope in its context (ScopeFrom) for the metrics to keep to.
+func WithJobMetrics() HandlerOption {
+	return func(o *handlerOptions) { o.jobMetrics = true }
 }
 
 // maxProgressBody bounds a progress report's body; a number or a small
