@@ -245,21 +245,27 @@ plugin "nomad-driver-fft" {
 	// user (nobody), tries to read, list and overwrite B's checkpoint and to read B's identity,
 	// and writes what it saw to its stdout.
 	register(t, c.API, parseJob(t, c.API, fmt.Sprintf(isolationJob, "iso-b", gpuPool, "daemon",
-		`id -u; echo weights > "$FFT_CHECKPOINT_DIR/model.ckpt"; exec sleep 600`), "iso-b", ""))
+		`echo weights > "$FFT_CHECKPOINT_DIR/model.ckpt"; echo "ckpt=$FFT_CHECKPOINT_DIR"; echo "secrets=$NOMAD_SECRETS_DIR"; exec sleep 600`), "iso-b", ""))
 	b := waitAllocWithin(t, 60*time.Second, c.API, proc, "iso-b", "running", "")
 	bJob, _, err := c.API.Jobs().Info("iso-b", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bCkpt := filepath.Join(shared, "default", "iso-b", fmt.Sprintf("create-index-%d", *bJob.CreateIndex), "main", "train")
-	var bNode string
-	for name, id := range c.NodeIDs {
-		if id == b.NodeID {
-			bNode = name
-		}
-	}
-	bToken := filepath.Join(root, bNode, "alloc", b.ID, "train", "secrets", "nomad_token")
+	// Where B's identity is, as its task sees it (the driver isolates no file system, so the
+	// path is the host's).
+	var bToken string
 	testenv.Eventually(t, 30*time.Second, 250*time.Millisecond, "job B's checkpoint and identity written", func() error {
+		out := stdoutOf(t, c.API, b)
+		if !strings.Contains(out, "ckpt="+bCkpt+"\n") {
+			return fmt.Errorf("B's stdout %q: want its checkpoint folder %s", out, bCkpt)
+		}
+		_, secrets, ok := strings.Cut(out, "secrets=")
+		if !ok || !strings.Contains(secrets, "\n") {
+			return fmt.Errorf("B's stdout %q", out)
+		}
+		secrets, _, _ = strings.Cut(secrets, "\n")
+		bToken = filepath.Join(secrets, "nomad_token")
 		if w, err := os.ReadFile(filepath.Join(bCkpt, "model.ckpt")); err != nil || strings.TrimSpace(string(w)) != "weights" {
 			return fmt.Errorf("B's checkpoint: %q %v", w, err)
 		}
@@ -278,16 +284,9 @@ echo "== end"`, bCkpt, bToken)
 	a := waitAllocWithin(t, 60*time.Second, c.API, proc, "iso-a", "complete", "")
 	var seen string
 	testenv.Eventually(t, 30*time.Second, 250*time.Millisecond, "job A's report of what it saw", func() error {
-		rc, err := c.API.AllocFS().Cat(a, "alloc/logs/train.stdout.0", nil)
-		if err != nil {
-			return err
+		if seen = stdoutOf(t, c.API, a); !strings.Contains(seen, "== end") {
+			return fmt.Errorf("stdout %q", seen)
 		}
-		defer rc.Close()
-		out, err := io.ReadAll(rc)
-		if err != nil || !strings.Contains(string(out), "== end") {
-			return fmt.Errorf("stdout %q %v", out, err)
-		}
-		seen = string(out)
 		return nil
 	})
 	t.Logf("job A, as the driver's default user, tried job B's checkpoint and identity:\n%s", seen)
@@ -366,16 +365,9 @@ echo "== end"`, bCkpt, bToken)
 	second := waitAllocWithin(t, 90*time.Second, c.API, proc, "train-a", "running", first.ID)
 	var out string
 	testenv.Eventually(t, 30*time.Second, 250*time.Millisecond, "the new train-a's first lines", func() error {
-		rc, err := c.API.AllocFS().Cat(second, "alloc/logs/train.stdout.0", nil)
-		if err != nil {
-			return err
+		if out = stdoutOf(t, c.API, second); !strings.Contains(out, "CUDA_VISIBLE_DEVICES=") {
+			return fmt.Errorf("stdout %q", out)
 		}
-		defer rc.Close()
-		b, err := io.ReadAll(rc)
-		if err != nil || !strings.Contains(string(b), "CUDA_VISIBLE_DEVICES=") {
-			return fmt.Errorf("stdout %q %v", b, err)
-		}
-		out = string(b)
 		return nil
 	})
 	if strings.Contains(out, "resuming from step") {
@@ -414,4 +406,17 @@ echo "== end"`, bCkpt, bToken)
 		t.Errorf("the purged train-a's checkpoint folder %s is still there (%v)", oldFolder, err)
 	}
 	t.Logf("production-shaped cluster checked in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// stdoutOf is what the task "train" of allocation a has written to its stdout so far, read
+// through Nomad's API ("" before it has written any).
+func stdoutOf(t *testing.T, c *api.Client, a *api.Allocation) string {
+	t.Helper()
+	rc, err := c.AllocFS().Cat(a, "alloc/logs/train.stdout.0", nil)
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(rc)
+	return string(b)
 }
