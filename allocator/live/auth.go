@@ -150,7 +150,9 @@ func (o *handlerOptions) allocOf(r *http.Request, ns, job string) (string, uint6
 	if alloc == "" || o.indexer == nil {
 		return alloc, 0, nil
 	}
-	aj, known := o.allocJobs.get(alloc)
+	// Cached by namespace and allocation: the lookup answers for that namespace only.
+	cacheKey := ns + "/" + alloc
+	aj, known := o.allocJobs.get(cacheKey)
 	if !known {
 		if !verified {
 			// An unverified allocation costs a Nomad call: bounded with the new tokens.
@@ -166,7 +168,7 @@ func (o *handlerOptions) allocOf(r *http.Request, ns, job string) (string, uint6
 		case err != nil:
 			return "", 0, &authError{code: http.StatusServiceUnavailable, msg: fmt.Sprintf("looking up allocation %s in Nomad failed, retry: %v", alloc, err)}
 		}
-		o.allocJobs.put(alloc, aj)
+		o.allocJobs.put(cacheKey, aj)
 	}
 	if aj.JobID != job {
 		return "", 0, &authError{code: http.StatusForbidden, msg: fmt.Sprintf("allocation %s is of job %q, not %q: a job reports only for itself", alloc, ns+"/"+aj.JobID, ns+"/"+job)}
