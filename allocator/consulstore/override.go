@@ -25,7 +25,7 @@ var (
 const dirOverrides = "overrides/"
 
 // OverrideKey returns the key of job id's override ("namespace/job").
-func (s *Store) OverrideKey(id string) string { return s.prefix + dirOverrides + id }
+func (s *Store) OverrideKey(id string) string { return s.prefix + dirOverrides + jobid.Escape(id) }
 
 // Overrides returns the overrides in force, by job ID. A bad entry never
 // stops the round: one whose key names no job (not <namespace>/<job>) is
@@ -61,13 +61,13 @@ func decodeOverrides(dir string, pairs api.KVPairs) (map[string]loop.Override, [
 	out := make(map[string]loop.Override, len(pairs))
 	var problems []overrideProblem
 	for _, p := range pairs {
-		id := strings.TrimPrefix(p.Key, dir)
-		if err := checkJobID(id); err != nil {
+		id, err := jobid.FromKey(strings.TrimPrefix(p.Key, dir))
+		if err != nil {
 			problems = append(problems, overrideProblem{p.Key, "skipped: its key names no job; delete it (consul kv delete)", err})
 			continue
 		}
 		var o loop.Override
-		err := json.Unmarshal(p.Value, &o)
+		err = json.Unmarshal(p.Value, &o)
 		if err == nil {
 			err = o.Validate()
 		}

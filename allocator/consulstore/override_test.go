@@ -31,7 +31,7 @@ func TestOverridesAgainstConsul(t *testing.T) {
 	for _, bad := range []struct {
 		id string
 		o  loop.Override
-	}{{"ml/a", loop.Override{Action: "drop"}}, {"nons", pin}, {"a/b/c", pin}} {
+	}{{"ml/a", loop.Override{Action: "drop"}}, {"nons", pin}, {"a/..", pin}, {"a b/c", pin}} {
 		if err := s.SetOverride(ctx, bad.id, bad.o); err == nil {
 			t.Errorf("SetOverride(%q, %+v) accepted", bad.id, bad.o)
 		}

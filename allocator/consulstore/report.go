@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/nomad-fft/nomad-fft/allocator/jobid"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/report"
 )
@@ -120,12 +121,17 @@ func (s *Store) reports(pairs api.KVPairs) (map[string]report.Report, error) {
 	out := make(map[string]report.Report, len(pairs))
 	var errs []error
 	for _, p := range pairs {
+		id, err := jobid.FromKey(strings.TrimPrefix(p.Key, s.prefix+dirProgress))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("progress key %s names no job: %w", p.Key, err))
+			continue
+		}
 		r, err := report.Parse(p.Value)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("progress key %s = %q: %w", p.Key, p.Value, err))
 			continue
 		}
-		out[strings.TrimPrefix(p.Key, s.prefix+dirProgress)] = r
+		out[id] = r
 	}
 	return out, errors.Join(errs...)
 }

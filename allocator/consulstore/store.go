@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/nomad-fft/nomad-fft/allocator/jobid"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
@@ -418,8 +419,10 @@ func (s *Store) run(ctx context.Context, ops api.TxnOps, what string) (*api.TxnR
 	return resp, nil
 }
 
-// ProgressKey returns the key where job id ("namespace/job") reports its progress.
-func (s *Store) ProgressKey(id string) string { return s.prefix + dirProgress + id }
+// ProgressKey returns the key where job id ("namespace/job") reports its progress: the job
+// ID escaped to one key step (jobid.Key), so a dispatched job "parent/dispatch-…" has a key
+// of its own, not one below its parent's.
+func (s *Store) ProgressKey(id string) string { return s.prefix + dirProgress + jobid.Escape(id) }
 
 // Progress returns the work done that jobs report under <prefix>/progress/,
 // by job ID: a plain number, or the done of a JSON report (StoreReport). A

@@ -142,7 +142,7 @@ func TestStoreAgainstConsul(t *testing.T) {
 	for _, bad := range []struct {
 		id   string
 		done float64
-	}{{"team/job-x", -1}, {"team/job-x", math.NaN()}, {"job-x", 1}, {"a/b/c", 1}} {
+	}{{"team/job-x", -1}, {"team/job-x", math.NaN()}, {"job-x", 1}, {"a/..", 1}, {"../ledger", 1}} {
 		if err := s.ReportProgress(ctx, bad.id, bad.done); err == nil {
 			t.Errorf("ReportProgress(%q, %g) accepted", bad.id, bad.done)
 		}

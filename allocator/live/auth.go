@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -101,29 +102,76 @@ func (s *Service) jobWork(id string) (float64, bool) {
 // AllocIndexer says which job an allocation belongs to, by the job's Nomad create index, so
 // that a report is tied to one registration of the job: a job purged and registered again
 // under the same ID has a new create index, and the old one's late reports do not count
-// for it. nomadapi.AllocIndexer is the live one.
+// for it. nomadapi.AllocIndexer is the live one; it fails with ErrAllocUnknown when Nomad
+// has no such allocation (it was garbage collected with its purged job).
 type AllocIndexer interface {
-	JobCreateIndex(ctx context.Context, namespace, allocID string) (uint64, error)
+	AllocJob(ctx context.Context, namespace, allocID string) (AllocJob, error)
 }
 
-// WithAllocIndexer stores each verified report with the create index of its allocation's
-// job (WithTaskVerifier gives the allocation).
+// AllocJob is the job an allocation belongs to: its ID and its Nomad create index.
+type AllocJob struct {
+	JobID       string
+	CreateIndex uint64
+}
+
+// ErrAllocUnknown means Nomad has no such allocation.
+var ErrAllocUnknown = errors.New("live: allocation unknown to Nomad")
+
+// WithAllocIndexer ties each report that comes from an allocation (the verified token's,
+// or without WithTaskVerifier the ?alloc= the report names) to that allocation's job create
+// index, and serves GET /v1/incarnation.
 func WithAllocIndexer(x AllocIndexer) HandlerOption {
 	return func(o *handlerOptions) { o.indexer = x }
 }
 
-// jobIndex is the create index of alloc's job (0 with no allocation or no indexer).
-func (o *handlerOptions) jobIndex(ctx context.Context, namespace, alloc string) (uint64, error) {
+// allocIDRe is what an allocation ID may be: Nomad's are UUIDs. It is checked before an
+// unverified ID goes into a Nomad API path.
+var allocIDRe = regexp.MustCompile(`^[a-zA-Z0-9-]{1,64}$`)
+
+// allocOf is the allocation a request for job ns/job comes from and its job's create index:
+// the verified token's allocation with a TaskVerifier (the query's word is not taken),
+// else the one the query names (?alloc=), which must be one of ns/job's. It is "" (and 0)
+// when neither says (no verifier and no ?alloc=, or no indexer to check it with).
+func (o *handlerOptions) allocOf(r *http.Request, ns, job string) (string, uint64, *authError) {
+	alloc, denied := o.authorize(r, ns, job)
+	if denied != nil {
+		return "", 0, denied
+	}
+	verified := o.verifier != nil
+	if !verified {
+		alloc = r.URL.Query().Get("alloc")
+		if alloc == "" || o.indexer == nil {
+			return "", 0, nil
+		}
+		if !allocIDRe.MatchString(alloc) {
+			return "", 0, &authError{code: http.StatusBadRequest, msg: fmt.Sprintf("?alloc=%q: want a Nomad allocation ID ($NOMAD_ALLOC_ID)", alloc)}
+		}
+	}
 	if alloc == "" || o.indexer == nil {
-		return 0, nil
+		return alloc, 0, nil
 	}
-	if idx, ok := o.allocJobs.get(alloc); ok {
-		return idx, nil
+	// Cached by namespace and allocation: the lookup answers for that namespace only.
+	cacheKey := ns + "/" + alloc
+	aj, known := o.allocJobs.get(cacheKey)
+	if !known {
+		if !verified {
+			// An unverified allocation costs a Nomad call: bounded with the new tokens.
+			if ok, wait := o.verifications.take(""); !ok {
+				return "", 0, &authError{http.StatusTooManyRequests, "too many new allocations to look up in Nomad; retry later", wait}
+			}
+		}
+		var err error
+		aj, err = o.indexer.AllocJob(r.Context(), ns, alloc)
+		switch {
+		case errors.Is(err, ErrAllocUnknown):
+			return "", 0, &authError{code: http.StatusForbidden, msg: fmt.Sprintf("allocation %s is unknown to Nomad in namespace %q: only a live allocation of job %q reports for it", alloc, ns, ns+"/"+job)}
+		case err != nil:
+			return "", 0, &authError{code: http.StatusServiceUnavailable, msg: fmt.Sprintf("looking up allocation %s in Nomad failed, retry: %v", alloc, err)}
+		}
+		o.allocJobs.put(cacheKey, aj)
 	}
-	idx, err := o.indexer.JobCreateIndex(ctx, namespace, alloc)
-	if err != nil {
-		return 0, err
+	if aj.JobID != job {
+		return "", 0, &authError{code: http.StatusForbidden, msg: fmt.Sprintf("allocation %s is of job %q, not %q: a job reports only for itself", alloc, ns+"/"+aj.JobID, ns+"/"+job)}
 	}
-	o.allocJobs.put(alloc, idx)
-	return idx, nil
+	return alloc, aj.CreateIndex, nil
 }

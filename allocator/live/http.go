@@ -8,7 +8,9 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 
@@ -23,6 +25,7 @@ import (
 //	GET /v1/metrics                    Prometheus metrics, when WithMetrics gives their handler
 //	GET /ui                            the status page, when WithUI gives its handler
 //	PUT /v1/progress/{namespace}/{job} a job's progress report (POST works too)
+//	GET /v1/incarnation/{namespace}/{job} the create index of the asking allocation's job, with WithAllocIndexer
 //
 // A progress report's body is the work units the job has done, a plain
 // number (42) or JSON ({"done": 42}). The answer is 200 with what was
@@ -37,14 +40,18 @@ import (
 // holds across replicas). A report beyond the job's work is 400.
 // From a task:
 //
-//	curl -fsS -X PUT -H "X-Nomad-Token: $NOMAD_TOKEN" --data 42 http://127.0.0.1:4650/v1/progress/$NOMAD_NAMESPACE/$NOMAD_JOB_ID
+//	curl -fsS -X PUT -H "X-Nomad-Token: $NOMAD_TOKEN" --data 42 http://127.0.0.1:4650/v1/progress/$NOMAD_NAMESPACE/${NOMAD_JOB_ID//\//%2F}
+//
+// A job ID's slashes (a dispatched or periodic job's "parent/dispatch-…") are sent
+// percent-encoded (%2F): the job is one path step. Sent raw, the answer is 400 with the path
+// to use.
 func Handler(s *Service, opts ...HandlerOption) http.Handler {
 	o := handlerOptions{
 		perJob:        newBuckets(DefaultReportsPerSecond, DefaultReportBurst),
 		verifications: newBuckets(DefaultVerificationsPerSecond, DefaultVerificationBurst),
 		verified:      newTokenCache[TaskIdentity](),
 		scopes:        newTokenCache[ReadScope](),
-		allocJobs:     newTokenCache[uint64](),
+		allocJobs:     newTokenCache[AllocJob](),
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -53,6 +60,16 @@ func Handler(s *Service, opts ...HandlerOption) http.Handler {
 	progress := progressHandler(s, &o)
 	mux.Handle("PUT /v1/progress/{namespace}/{job}", progress)
 	mux.Handle("POST /v1/progress/{namespace}/{job}", progress)
+	mux.Handle("GET /v1/incarnation/{namespace}/{job}", incarnationHandler(s, &o))
+	// A job ID's slash (a dispatched or periodic child's "parent/dispatch-…") is sent
+	// percent-encoded, %2F, to keep the job one path step: said to whoever sends it raw.
+	for _, p := range []string{"PUT /v1/progress/", "POST /v1/progress/", "GET /v1/incarnation/"} {
+		mux.HandleFunc(p+"{namespace}/{job}/{rest...}", func(w http.ResponseWriter, r *http.Request) {
+			method, path, _ := strings.Cut(p, " ")
+			job := r.PathValue("job") + "/" + r.PathValue("rest")
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("percent-encode the job ID's slashes (%%2F): %s %s%s/%s", method, path, r.PathValue("namespace"), url.PathEscape(job)))
+		})
+	}
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) {
 		st := s.Status()
 		if st.LastError != "" {
@@ -70,7 +87,18 @@ func Handler(s *Service, opts ...HandlerOption) http.Handler {
 		writeJSON(w, http.StatusOK, sc.Filter(s.Status()))
 	})
 	if o.metrics != nil {
-		mux.Handle("GET /v1/metrics", o.metrics)
+		mux.HandleFunc("GET /v1/metrics", func(w http.ResponseWriter, r *http.Request) {
+			if o.jobMetrics {
+				// The series name jobs: read as the status is, with the request's scope.
+				sc, denied := o.readScope(r)
+				if denied != nil {
+					denied.write(w)
+					return
+				}
+				r = r.WithContext(context.WithValue(r.Context(), scopeKey{}, sc))
+			}
+			o.metrics.ServeHTTP(w, r)
+		})
 	}
 	if o.ui != nil {
 		mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
@@ -90,7 +118,9 @@ type HandlerOption func(*handlerOptions)
 
 type handlerOptions struct {
 	metrics, ui http.Handler
-	verifier    TaskVerifier
+	// jobMetrics: the metrics name jobs (WithJobMetrics).
+	jobMetrics bool
+	verifier   TaskVerifier
 	// perJob bounds each job's reports, verifications the new tokens sent to Nomad;
 	// verified remembers the tokens Nomad verified.
 	perJob, verifications *buckets
@@ -102,13 +132,20 @@ type handlerOptions struct {
 	// indexer, when set, says which job (by create index) an allocation is of; allocJobs
 	// remembers it (an allocation never changes job).
 	indexer   AllocIndexer
-	allocJobs *tokenCache[uint64]
+	allocJobs *tokenCache[AllocJob]
 }
 
 // WithMetrics serves h on GET /v1/metrics (package allocator/telemetry's Prometheus handler,
 // which imports this package and so cannot be wired from here).
 func WithMetrics(h http.Handler) HandlerOption {
 	return func(o *handlerOptions) { o.metrics = h }
+}
+
+// WithJobMetrics says the metrics name jobs (fft-allocator -metrics-per-job): GET
+// /v1/metrics then follows WithNamespaceReader as /v1/status does (401 without a token), and
+// puts the request's read scope in its context (ScopeFrom) for the metrics to keep to.
+func WithJobMetrics() HandlerOption {
+	return func(o *handlerOptions) { o.jobMetrics = true }
 }
 
 // maxProgressBody bounds a progress report's body; a number or a small
@@ -132,12 +169,9 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("path %v: PUT /v1/progress/<namespace>/<job>", err))
 			return
 		}
-		alloc, denied := o.authorize(r, ns, job)
+		alloc, jobIndex, denied := o.allocOf(r, ns, job)
 		if denied == nil {
-			if ok, wait := o.perJob.take(ns + "/" + job); !ok {
-				denied = &authError{code: http.StatusTooManyRequests, retryAfter: wait,
-					msg: fmt.Sprintf("job %q sent more than %g reports a second (burst %g); retry later", ns+"/"+job, o.perJob.rate, o.perJob.burst)}
-			}
+			denied = o.takeJob(ns, job)
 		}
 		if denied != nil {
 			s.opts.log.Warn("progress report refused", "job", ns+"/"+job, "error", denied.msg)
@@ -165,12 +199,6 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("done = %g is beyond the job's fft.work = %g: report the work units done so far, at most the job's work", done, work))
 			return
 		}
-		jobIndex, err := o.jobIndex(r.Context(), ns, alloc)
-		if err != nil {
-			s.opts.log.Warn("looking up a report's allocation failed", "job", id, "alloc", alloc, "error", err)
-			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("looking up allocation %s in Nomad failed, retry: %v", alloc, err))
-			return
-		}
 		err = storeReport(r.Context(), rep, id, alloc, jobIndex, rp)
 		var behind *loop.BehindError
 		switch {
@@ -184,6 +212,46 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 		}
 		s.opts.log.Debug("progress reported", "job", id, "done", done, "alloc", alloc)
 		writeJSON(w, http.StatusOK, map[string]any{"job": id, "done": done})
+	})
+}
+
+// takeJob takes one of job ns/job's requests from its rate limit.
+func (o *handlerOptions) takeJob(ns, job string) *authError {
+	if ok, wait := o.perJob.take(ns + "/" + job); !ok {
+		return &authError{code: http.StatusTooManyRequests, retryAfter: wait,
+			msg: fmt.Sprintf("job %q sent more than %g reports a second (burst %g); retry later", ns+"/"+job, o.perJob.rate, o.perJob.burst)}
+	}
+	return nil
+}
+
+// incarnationHandler answers which registration of a job an allocation is of: the job's
+// Nomad create index, which a job purged and registered again under its ID changes. The
+// driver keys a task's checkpoints under checkpoint_root by it.
+func incarnationHandler(s *Service, o *handlerOptions) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ns, job := r.PathValue("namespace"), r.PathValue("job")
+		if err := jobid.Check(ns, job); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("path %v: GET /v1/incarnation/<namespace>/<job>", err))
+			return
+		}
+		if o.indexer == nil {
+			writeError(w, http.StatusNotImplemented, "this allocator cannot look up allocations in Nomad")
+			return
+		}
+		if o.verifier == nil && r.URL.Query().Get("alloc") == "" {
+			writeError(w, http.StatusBadRequest, "name the asking allocation: GET /v1/incarnation/<namespace>/<job>?alloc=$NOMAD_ALLOC_ID")
+			return
+		}
+		alloc, index, denied := o.allocOf(r, ns, job)
+		if denied == nil {
+			denied = o.takeJob(ns, job)
+		}
+		if denied != nil {
+			s.opts.log.Warn("incarnation refused", "job", ns+"/"+job, "error", denied.msg)
+			denied.write(w)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"job": ns + "/" + job, "alloc": alloc, "create_index": index})
 	})
 }
 

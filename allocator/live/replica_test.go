@@ -54,18 +54,23 @@ func TestMonotonicAcrossReplicas(t *testing.T) {
 	}
 }
 
-// fakeIndexer: allocation "alloc-<n>" is of the job created at index n*100.
+// fakeIndexer: allocations "alloc-1" and "alloc-2" are of job a created at index 100 and
+// 200, "alloc-3" of job b; Nomad has no "alloc-gone" and cannot be reached for any other.
 type fakeIndexer struct{ calls int }
 
-func (f *fakeIndexer) JobCreateIndex(_ context.Context, ns, alloc string) (uint64, error) {
+func (f *fakeIndexer) AllocJob(_ context.Context, ns, alloc string) (AllocJob, error) {
 	f.calls++
 	switch alloc {
 	case "alloc-1":
-		return 100, nil
+		return AllocJob{JobID: "a", CreateIndex: 100}, nil
 	case "alloc-2":
-		return 200, nil
+		return AllocJob{JobID: "a", CreateIndex: 200}, nil
+	case "alloc-3":
+		return AllocJob{JobID: "b", CreateIndex: 300}, nil
+	case "alloc-gone":
+		return AllocJob{}, ErrAllocUnknown
 	}
-	return 0, errors.New("no such allocation")
+	return AllocJob{}, errors.New("dial tcp 127.0.0.1:4646: connection refused")
 }
 
 // TestReportTiedToItsJob: a verified report is stored with its allocation's job create

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/hashicorp/nomad/api"
 
@@ -68,14 +69,22 @@ type AllocIndexer struct{ nomad *api.Client }
 // NewAllocIndexer returns an indexer over the allocator's Nomad client.
 func NewAllocIndexer(nomad *api.Client) *AllocIndexer { return &AllocIndexer{nomad: nomad} }
 
-// JobCreateIndex implements live.AllocIndexer.
-func (x *AllocIndexer) JobCreateIndex(ctx context.Context, namespace, allocID string) (uint64, error) {
+// AllocJob implements live.AllocIndexer.
+func (x *AllocIndexer) AllocJob(ctx context.Context, namespace, allocID string) (live.AllocJob, error) {
 	a, _, err := x.nomad.Allocations().Info(allocID, (&api.QueryOptions{Namespace: namespace}).WithContext(ctx))
+	var re api.UnexpectedResponseError
+	if errors.As(err, &re) && re.StatusCode() == http.StatusNotFound {
+		return live.AllocJob{}, fmt.Errorf("reading allocation %s: %w", allocID, live.ErrAllocUnknown)
+	}
 	if err != nil {
-		return 0, fmt.Errorf("reading allocation %s: %w", allocID, needs(err, capReadJob))
+		return live.AllocJob{}, fmt.Errorf("reading allocation %s: %w", allocID, needs(err, capReadJob))
 	}
-	if a.Job == nil || a.Job.CreateIndex == nil {
-		return 0, fmt.Errorf("allocation %s carries no job", allocID)
+	if a.Job == nil || a.Job.CreateIndex == nil || a.Job.ID == nil {
+		return live.AllocJob{}, fmt.Errorf("allocation %s carries no job", allocID)
 	}
-	return *a.Job.CreateIndex, nil
+	if a.Namespace != namespace {
+		// Nomad answers an allocation by its ID whatever namespace is asked.
+		return live.AllocJob{}, fmt.Errorf("reading allocation %s in namespace %q: %w", allocID, namespace, live.ErrAllocUnknown)
+	}
+	return live.AllocJob{JobID: *a.Job.ID, CreateIndex: *a.Job.CreateIndex}, nil
 }

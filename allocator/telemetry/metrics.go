@@ -35,6 +35,10 @@ var (
 // they are never staler than the service itself.
 type Metrics struct {
 	reg *prometheus.Registry
+	// src, perJob and perJobMax make the per-job series of each request (Handler).
+	src       StatusSource
+	perJob    bool
+	perJobMax int
 
 	rounds        prometheus.Counter
 	failures      *prometheus.CounterVec
@@ -52,13 +56,24 @@ type Metrics struct {
 type Option func(*options)
 
 type options struct {
-	perJob bool
+	perJob    bool
+	perJobMax int
 }
 
-// WithPerJob adds one rho series per active job (fft_job_rho{job=...}). Off by default: at
-// thousands of jobs it is the cardinality Prometheus operators forbid; the bounded
-// fft_rho_max and fft_rho_sum summarise the same debt.
+// WithPerJob adds one rho series per active job (fft_job_rho{job=...}), for the
+// WithPerJobMax most owed of them, and fft_job_rho_omitted_jobs counting the others. Off by
+// default: at thousands of jobs it is the cardinality Prometheus operators forbid; the
+// bounded fft_rho_max and fft_rho_sum summarise the same debt. The series name jobs: the
+// API serves them under its read auth (live.WithJobMetrics), and a request's read scope
+// (live.ScopeFrom) keeps the jobs of the namespaces it may read.
 func WithPerJob(on bool) Option { return func(o *options) { o.perJob = on } }
+
+// DefaultPerJobMax is how many fft_job_rho series WithPerJob exports at most.
+const DefaultPerJobMax = 200
+
+// WithPerJobMax bounds the fft_job_rho series to the n most owed jobs (largest rho, then
+// job ID); n < 1 is DefaultPerJobMax.
+func WithPerJobMax(n int) Option { return func(o *options) { o.perJobMax = n } }
 
 // Phases are the round's phases, in order, as the service names them in RoundRecord.Phases.
 var Phases = []string{"observe", "build", "solve", "apply", "record"}
@@ -70,7 +85,11 @@ func New(src StatusSource, opts ...Option) *Metrics {
 	for _, f := range opts {
 		f(&o)
 	}
+	if o.perJobMax < 1 {
+		o.perJobMax = DefaultPerJobMax
+	}
 	m := &Metrics{
+		src: src, perJob: o.perJob, perJobMax: o.perJobMax,
 		reg: prometheus.NewRegistry(),
 		rounds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "rounds_total",
 			Help: "Rounds run since start, failed ones included."}),
@@ -110,19 +129,40 @@ func New(src StatusSource, opts ...Option) *Metrics {
 	}
 	m.reg.MustRegister(m.rounds, m.failures, m.early, m.roundSeconds, m.phaseSeconds, m.solveSeconds,
 		m.apiCalls, m.conflicts, m.applyErrors, m.appliedByKind,
-		&stateCollector{src: src, perJob: o.perJob},
+		&stateCollector{src: src},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // Handler serves the metrics in Prometheus' exposition formats (text, or what the scraper
-// negotiates).
+// negotiates). With WithPerJob the per-job series are gathered for each request, with the
+// jobs its read scope allows.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	base := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	if !m.perJob {
+		return base
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sc, scoped := live.ScopeFrom(r.Context())
+		g := m.gatherer(func(id string) bool { return !scoped || sc.Allows(id) })
+		promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	})
 }
 
-// Gatherer is the registry, for tests and for pushing elsewhere.
-func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
+// gatherer is every series, the per-job ones (with WithPerJob) of the jobs allows.
+func (m *Metrics) gatherer(allows func(id string) bool) prometheus.Gatherer {
+	if !m.perJob {
+		return m.reg
+	}
+	jobs := prometheus.NewRegistry()
+	jobs.MustRegister(&jobCollector{src: m.src, max: m.perJobMax, allows: allows})
+	return prometheus.Gatherers{m.reg, jobs}
+}
+
+// Gatherer is every series (per-job ones of every job), for tests and for pushing elsewhere.
+func (m *Metrics) Gatherer() prometheus.Gatherer {
+	return m.gatherer(func(string) bool { return true })
+}
 
 // ObserveRound counts one round: the service calls it after every round with the round's
 // record (nil when it failed before recording) and its error.
@@ -171,25 +211,57 @@ func failedPhase(err error) string {
 }
 
 // stateCollector turns the service's Status into gauges at scrape time. Its series are
-// bounded by the number of GPU models and job states, plus one per active job with perJob.
+// bounded by the number of GPU models and job states.
 type stateCollector struct {
+	src StatusSource
+}
+
+// jobCollector is the per-job series of one request: the max most owed active jobs that
+// allows, and how many others there are.
+type jobCollector struct {
 	src    StatusSource
-	perJob bool
+	max    int
+	allows func(id string) bool
+}
+
+func (c *jobCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descJobRho
+	ch <- descJobOmitted
+}
+
+func (c *jobCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.src.Status()
+	var ids []string
+	for id, j := range st.Jobs {
+		if (j.Status == loop.StatusWaiting || j.Status == loop.StatusRunning) && c.allows(id) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(a, b int) bool {
+		ra, rb := st.Jobs[ids[a]].Rho, st.Jobs[ids[b]].Rho
+		return ra > rb || ra == rb && ids[a] < ids[b]
+	})
+	kept := ids[:min(len(ids), c.max)]
+	for _, id := range kept {
+		ch <- prometheus.MustNewConstMetric(descJobRho, prometheus.GaugeValue, st.Jobs[id].Rho, id)
+	}
+	ch <- prometheus.MustNewConstMetric(descJobOmitted, prometheus.GaugeValue, float64(len(ids)-len(kept)))
 }
 
 var (
-	descLeader    = prometheus.NewDesc("fft_leader", "1 while this replica holds the leader lock and runs rounds, else 0.", nil, nil)
-	descRound     = prometheus.NewDesc("fft_round", "Number of the last recorded round.", nil, nil)
-	descRoundTime = prometheus.NewDesc("fft_last_round_timestamp_seconds", "Start of the last recorded round, Unix seconds.", nil, nil)
-	descHealthy   = prometheus.NewDesc("fft_healthy", "1 while the last round succeeded (or none ran yet), as /v1/health; else 0.", nil, nil)
-	descJobs      = prometheus.NewDesc("fft_jobs", "Jobs in the ledger, by state.", []string{"state"}, nil)
-	descGPUs      = prometheus.NewDesc("fft_model_gpus", "GPUs of each model in the last recorded round.", []string{"model"}, nil)
-	descBusy      = prometheus.NewDesc("fft_model_gpus_busy", "GPUs of each model the last round assigned.", []string{"model"}, nil)
-	descIdle      = prometheus.NewDesc("fft_model_gpus_idle", "GPUs of each model the last round left idle.", []string{"model"}, nil)
-	descModelJobs = prometheus.NewDesc("fft_model_jobs", "Jobs the last round placed on each model.", []string{"model"}, nil)
-	descRhoMax    = prometheus.NewDesc("fft_rho_max", "Largest fairness debt rho over waiting and running jobs.", nil, nil)
-	descRhoSum    = prometheus.NewDesc("fft_rho_sum", "Sum of the fairness debt rho over waiting and running jobs.", nil, nil)
-	descJobRho    = prometheus.NewDesc("fft_job_rho", "Fairness debt rho of each waiting or running job (per-job series, off by default).", []string{"job"}, nil)
+	descLeader     = prometheus.NewDesc("fft_leader", "1 while this replica holds the leader lock and runs rounds, else 0.", nil, nil)
+	descRound      = prometheus.NewDesc("fft_round", "Number of the last recorded round.", nil, nil)
+	descRoundTime  = prometheus.NewDesc("fft_last_round_timestamp_seconds", "Start of the last recorded round, Unix seconds.", nil, nil)
+	descHealthy    = prometheus.NewDesc("fft_healthy", "1 while the last round succeeded (or none ran yet), as /v1/health; else 0.", nil, nil)
+	descJobs       = prometheus.NewDesc("fft_jobs", "Jobs in the ledger, by state.", []string{"state"}, nil)
+	descGPUs       = prometheus.NewDesc("fft_model_gpus", "GPUs of each model in the last recorded round.", []string{"model"}, nil)
+	descBusy       = prometheus.NewDesc("fft_model_gpus_busy", "GPUs of each model the last round assigned.", []string{"model"}, nil)
+	descIdle       = prometheus.NewDesc("fft_model_gpus_idle", "GPUs of each model the last round left idle.", []string{"model"}, nil)
+	descModelJobs  = prometheus.NewDesc("fft_model_jobs", "Jobs the last round placed on each model.", []string{"model"}, nil)
+	descRhoMax     = prometheus.NewDesc("fft_rho_max", "Largest fairness debt rho over waiting and running jobs.", nil, nil)
+	descRhoSum     = prometheus.NewDesc("fft_rho_sum", "Sum of the fairness debt rho over waiting and running jobs.", nil, nil)
+	descJobRho     = prometheus.NewDesc("fft_job_rho", "Fairness debt rho of each waiting or running job, the most owed first up to -metrics-per-job-max (per-job series, off by default).", []string{"job"}, nil)
+	descJobOmitted = prometheus.NewDesc("fft_job_rho_omitted_jobs", "Waiting or running jobs the reader may see that have no fft_job_rho series (beyond -metrics-per-job-max).", nil, nil)
 )
 
 // states are the ledger's job states, each exported even at 0.
@@ -197,7 +269,7 @@ var states = []string{loop.StatusWaiting, loop.StatusRunning, loop.StatusFinishe
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descRound, descRoundTime, descHealthy, descJobs, descGPUs, descBusy,
-		descIdle, descModelJobs, descRhoMax, descRhoSum, descJobRho} {
+		descIdle, descModelJobs, descRhoMax, descRhoSum} {
 		ch <- d
 	}
 }
@@ -212,11 +284,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 
 	counts := map[string]int{}
 	rhoMax, rhoSum := 0.0, 0.0
-	ids := make([]string, 0, len(st.Jobs))
-	for id, j := range st.Jobs {
+	for _, j := range st.Jobs {
 		counts[j.Status]++
 		if j.Status == loop.StatusWaiting || j.Status == loop.StatusRunning {
-			ids = append(ids, id)
 			rhoSum += j.Rho
 			rhoMax = max(rhoMax, j.Rho)
 		}
@@ -226,12 +296,6 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descRhoMax, rhoMax)
 	gauge(descRhoSum, rhoSum)
-	if c.perJob {
-		sort.Strings(ids)
-		for _, id := range ids {
-			gauge(descJobRho, st.Jobs[id].Rho, id)
-		}
-	}
 
 	last := st.Last
 	if last == nil {

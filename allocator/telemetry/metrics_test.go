@@ -226,7 +226,8 @@ func servedName(fams map[string]*dto.MetricFamily, name string) bool {
 const maxSeries = 400
 
 // TestSeriesBounded scrapes a 5,000-job status: without per-job series the count stays under
-// maxSeries; with them it grows by one per active job, which is why they are off by default.
+// maxSeries; with them it grows by at most DefaultPerJobMax series for the most owed jobs,
+// plus fft_job_rho_omitted_jobs counting the others.
 func TestSeriesBounded(t *testing.T) {
 	st := bigStatus(5000)
 	active := 0
@@ -258,8 +259,28 @@ func TestSeriesBounded(t *testing.T) {
 		t.Errorf("%d series for 5,000 jobs without per-job series, want <= %d; by family: %v", plain, maxSeries, top(by))
 	}
 	perJob, _ := count(WithPerJob(true))
-	if d := perJob - plain; d != active {
-		t.Errorf("WithPerJob adds %d series, want one per active job (%d)", d, active)
+	if d := perJob - plain; d != DefaultPerJobMax+1 {
+		t.Errorf("WithPerJob adds %d series for %d active jobs, want %d and the omitted count", d, active, DefaultPerJobMax)
+	}
+	srv := httptest.NewServer(New(staticStatus(st), WithPerJob(true), WithPerJobMax(10)).Handler())
+	defer srv.Close()
+	fams := scrape(t, srv.URL)
+	if got := len(fams["fft_job_rho"].GetMetric()); got != 10 {
+		t.Errorf("WithPerJobMax(10): %d fft_job_rho series", got)
+	}
+	most := 0.0 // over 50 active jobs have the largest rho
+	for _, j := range st.Jobs {
+		if j.Status == loop.StatusWaiting || j.Status == loop.StatusRunning {
+			most = max(most, j.Rho)
+		}
+	}
+	for _, m := range fams["fft_job_rho"].GetMetric() {
+		if m.GetGauge().GetValue() != most {
+			t.Errorf("series %v (rho %g) kept: want the 10 most owed jobs (rho %g)", m.GetLabel(), m.GetGauge().GetValue(), most)
+		}
+	}
+	if v, _ := value(fams, "fft_job_rho_omitted_jobs", nil); v != float64(active-10) {
+		t.Errorf("fft_job_rho_omitted_jobs = %g, want %d", v, active-10)
 	}
 	t.Logf("5,000 jobs: %d series, %d with per-job series", plain, perJob)
 	if diff := cmp.Diff(map[string]float64{"running": 1250, "waiting": 1250, "finished": 1250, "failed": 1250, "no-fit": 0, "parked": 0},
@@ -292,4 +313,71 @@ func top(by map[string]int) []string {
 		out = append(out, n)
 	}
 	return out
+}
+
+// TestPerJobMetricsFollowNamespaces: per-job series name jobs, so with them on /v1/metrics
+// follows the read auth of /v1/status: no token gets 401, and a token sees the series of the
+// jobs of the namespaces it may read only. Without per-job series the metrics name no job and
+// stay open to a scraper without a token.
+func TestPerJobMetricsFollowNamespaces(t *testing.T) {
+	st := bigStatus(200)
+	get := func(h http.Handler, token string) (int, map[string]*dto.MetricFamily) {
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/metrics", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return resp.StatusCode, nil
+		}
+		p := expfmt.NewTextParser(model.LegacyValidation)
+		fams, err := p.TextToMetricFamilies(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, fams
+	}
+	svc := live.New(loop.New(&loop.Harness{}, &loop.Harness{}, loop.NewMemStore(false)))
+	perJob := New(staticStatus(st), WithPerJob(true))
+	h := live.Handler(svc, live.WithMetrics(perJob.Handler()), live.WithJobMetrics(), live.WithNamespaceReader(readers{}))
+	if code, _ := get(h, ""); code != http.StatusUnauthorized {
+		t.Errorf("per-job metrics without a token: %d, want 401", code)
+	}
+	code, fams := get(h, "tok-team-3")
+	if code != 200 || len(fams["fft_job_rho"].GetMetric()) == 0 {
+		t.Fatalf("per-job metrics with team-3's token: %d, %d series", code, len(fams["fft_job_rho"].GetMetric()))
+	}
+	for _, m := range fams["fft_job_rho"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "job" && !strings.HasPrefix(l.GetValue(), "team-3/") {
+				t.Errorf("team-3's token sees %s", l.GetValue())
+			}
+		}
+	}
+	if _, fams := get(h, "mgmt"); len(fams["fft_job_rho"].GetMetric()) != 100 {
+		t.Errorf("a management token sees %d series, want every active job's (100)", len(fams["fft_job_rho"].GetMetric()))
+	}
+	plain := live.Handler(svc, live.WithMetrics(New(staticStatus(st)).Handler()), live.WithNamespaceReader(readers{}))
+	if code, fams := get(plain, ""); code != 200 || fams["fft_jobs"] == nil {
+		t.Errorf("metrics without per-job series, no token: %d, want 200 with fft_jobs", code)
+	}
+}
+
+// readers: "mgmt" reads every namespace, "tok-<ns>" namespace ns.
+type readers struct{}
+
+func (readers) ReadableNamespaces(_ context.Context, token string) (bool, []string, error) {
+	if token == "mgmt" {
+		return true, nil, nil
+	}
+	if ns, ok := strings.CutPrefix(token, "tok-"); ok {
+		return false, []string{ns}, nil
+	}
+	return false, nil, live.ErrTokenRefused
 }

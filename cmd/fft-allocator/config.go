@@ -24,11 +24,13 @@ type fileConfig struct {
 	LogLevel *string      `hcl:"log_level,optional"`
 	LogJSON  *bool        `hcl:"log_json,optional"`
 	// MetricsPerJob is -metrics-per-job.
-	MetricsPerJob *bool         `hcl:"metrics_per_job,optional"`
-	ID            *string       `hcl:"id,optional"`
-	LeaderTTL     *string       `hcl:"leader_ttl,optional"`
-	Engine        *engineBlock  `hcl:"engine,block"`
-	Tenants       *tenantsBlock `hcl:"tenants,block"`
+	MetricsPerJob *bool `hcl:"metrics_per_job,optional"`
+	// MetricsPerJobMax is -metrics-per-job-max.
+	MetricsPerJobMax *int          `hcl:"metrics_per_job_max,optional"`
+	ID               *string       `hcl:"id,optional"`
+	LeaderTTL        *string       `hcl:"leader_ttl,optional"`
+	Engine           *engineBlock  `hcl:"engine,block"`
+	Tenants          *tenantsBlock `hcl:"tenants,block"`
 
 	// -min-round-gap and -node-pool.
 	MinRoundGap *string `hcl:"min_round_gap,optional"`
@@ -170,7 +172,9 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 	}
 	if fc.MetricsPerJob != nil && !set["metrics-per-job"] {
 		f.metricsPerJob = *fc.MetricsPerJob
-
+	}
+	if fc.MetricsPerJobMax != nil && !set["metrics-per-job-max"] {
+		f.metricsPerJobMax = *fc.MetricsPerJobMax
 	}
 	if fc.AuditRounds != nil && !set["audit-rounds"] {
 		f.auditRounds = *fc.AuditRounds

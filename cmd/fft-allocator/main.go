@@ -66,11 +66,13 @@ type flags struct {
 	logLevel      string
 	logJSON       bool
 	metricsPerJob bool
-	once          bool
-	id            string
-	leaderTTL     time.Duration
-	auditRounds   int
-	config        string
+	// metricsPerJobMax bounds the per-job series.
+	metricsPerJobMax int
+	once             bool
+	id               string
+	leaderTTL        time.Duration
+	auditRounds      int
+	config           string
 	// progressAuth is how progress reports are authenticated: "nomad"
 	// (the task's workload identity, verified by Nomad) or "none".
 	progressAuth string
@@ -118,7 +120,8 @@ func parse(args []string, stderr io.Writer) (_ *flags, err error) {
 	f.listener.flags(fs)
 	fs.StringVar(&f.logLevel, "log-level", "info", "Log level: trace, debug, info, warn or error.")
 	fs.BoolVar(&f.logJSON, "log-json", false, "Write logs as JSON, one object a line (the per-round audit events included).")
-	fs.BoolVar(&f.metricsPerJob, "metrics-per-job", false, "Export one fft_job_rho series per active job on /v1/metrics (off: at thousands of jobs that is too many series).")
+	fs.BoolVar(&f.metricsPerJob, "metrics-per-job", false, "Export one fft_job_rho series per active job on /v1/metrics, for the -metrics-per-job-max most owed (off: at thousands of jobs that is too many series). The series name jobs, so /v1/metrics then follows -read-auth as /v1/status does: a Nomad token, and only the jobs of the namespaces it may read.")
+	fs.IntVar(&f.metricsPerJobMax, "metrics-per-job-max", telemetry.DefaultPerJobMax, "With -metrics-per-job, the most fft_job_rho series exported: the jobs with the largest rho; fft_job_rho_omitted_jobs counts the others.")
 	fs.StringVar(&f.policy, "policy", policy.DefaultName, "The policy that decides each round, by its name in the registry (fftctl simulate -list): the default, fft-rate-w0.25, is FFT with the unit-free objective (fairness weight 0.25) and restarts priced; fft is the paper's FFT, with the -config engine block; any other name runs that policy as registered, for example gavel-ftf to compare it with FFT on this cluster (Gavel's and Sia's policies place jobs on nodes as their own systems do; allocator/placement/README.md).")
 	fs.BoolVar(&f.once, "once", false, "Run one round and exit (status 1 if it failed). It does not take the leader lock.")
 	host, _ := os.Hostname()
@@ -150,6 +153,9 @@ func parse(args []string, stderr io.Writer) (_ *flags, err error) {
 	}
 	if f.leaderTTL < consulstore.MinLeaderTTL {
 		return nil, fmt.Errorf("-leader-ttl=%s: want at least %s (Consul's minimum session TTL)", f.leaderTTL, consulstore.MinLeaderTTL)
+	}
+	if f.metricsPerJobMax < 1 {
+		return nil, fmt.Errorf("-metrics-per-job-max=%d: want at least 1 (the most fft_job_rho series exported)", f.metricsPerJobMax)
 	}
 	if f.auditRounds < 1 {
 		return nil, fmt.Errorf("-audit-rounds=%d: want at least 1 (the audit log keeps that many of the latest rounds)", f.auditRounds)
@@ -243,7 +249,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			audit.ObserveRound(rec, err)
 			history.ObserveRound(rec, err)
 		}))
-	metrics = telemetry.New(svc, telemetry.WithPerJob(f.metricsPerJob))
+	metrics = telemetry.New(svc, telemetry.WithPerJob(f.metricsPerJob), telemetry.WithPerJobMax(f.metricsPerJobMax))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -253,9 +259,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			log.Error("listening for the HTTP API", "address", f.httpAddr, "error", err)
 			return 1
 		}
-		hopts := []live.HandlerOption{live.WithMetrics(metrics.Handler()), live.WithUI(ui.Handler(svc, history))}
+		// The indexer ties reports to their job's registration, and answers the driver's
+		// GET /v1/incarnation, under either -progress-auth.
+		hopts := []live.HandlerOption{live.WithMetrics(metrics.Handler()), live.WithUI(ui.Handler(svc, history)),
+			live.WithAllocIndexer(nomadapi.NewAllocIndexer(nc))}
+		if f.metricsPerJob {
+			hopts = append(hopts, live.WithJobMetrics())
+		}
 		if f.progressAuth == progressAuthNomad {
-			hopts = append(hopts, live.WithTaskVerifier(nomadapi.NewIdentityVerifier(nc)), live.WithAllocIndexer(nomadapi.NewAllocIndexer(nc)))
+			hopts = append(hopts, live.WithTaskVerifier(nomadapi.NewIdentityVerifier(nc)))
 		}
 		if f.readAuth == progressAuthNomad {
 			hopts = append(hopts, live.WithNamespaceReader(nomadapi.NewNamespaceReader(nc)))

@@ -152,6 +152,10 @@ func ParseConfig(msgpack []byte) (Config, error) {
 			errs.add("checkpoint_root", "want an absolute path, got %q", raw.CheckpointRoot)
 		}
 		cfg.CheckpointRoot = filepath.Clean(raw.CheckpointRoot)
+		if cfg.AllocatorAddress == "" {
+			// Checkpoints there are kept per registration of a job, which the allocator tells.
+			errs.add("checkpoint_root", "needs allocator_address: the allocator tells which registration of a job (its Nomad create index) a task is of, and checkpoints are kept per registration")
+		}
 	}
 	if raw.DefaultUser != "" {
 		cfg.DefaultUser = raw.DefaultUser

@@ -156,12 +156,28 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	if _, ok := d.tasks.Get(cfg.ID); ok {
 		return nil, nil, fmt.Errorf("task with ID %q already started", cfg.ID)
 	}
-	conf, _, nomadConf := d.settings()
-	tc, p, g, u, err := prepareTask(cfg, conf)
+	conf, pub, nomadConf := d.settings()
+	logger := d.logger.With("alloc_id", cfg.AllocID, "task_name", cfg.Name)
+	var index uint64
+	if conf.CheckpointRoot != "" {
+		// ParseConfig makes checkpoint_root need allocator_address: pub is set.
+		token, err := newIdentitySource(cfg).token()
+		if err != nil {
+			logger.Warn("reading the task's workload identity failed; asking the allocator without it", "error", err)
+		}
+		if index, err = askIncarnation(d.ctx, pub, cfg, token, logger); err != nil {
+			return nil, nil, err
+		}
+	}
+	tc, p, g, u, err := prepareTask(cfg, conf, index)
 	if err != nil {
 		return nil, nil, err
 	}
-	logger := d.logger.With("alloc_id", cfg.AllocID, "task_name", cfg.Name)
+	if conf.CheckpointRoot != "" {
+		if jobDir, err := jobCheckpointDir(cfg, conf.CheckpointRoot); err == nil {
+			removeStaleIncarnations(jobDir, index, logger)
+		}
+	}
 	logger.Info("starting task", "command", tc.Command, "user", u.Name, "uid", u.UID, "gpus", g.IDs, "checkpoint_dir", p.CheckpointDir)
 	// The follower notes where the files end before the process starts: what is there is
 	// from an earlier run, what comes after is this run's.
@@ -192,7 +208,7 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 // prepareTask checks the task's config and user, and creates its folders: the checkpoint
 // folder is the task user's own (0700), so that a task of another user can neither read nor
 // change it; its identity file is made the task user's own (0600) as well.
-func prepareTask(cfg *drivers.TaskConfig, conf Config) (TaskConfig, paths, gpus, taskUser, error) {
+func prepareTask(cfg *drivers.TaskConfig, conf Config, index uint64) (TaskConfig, paths, gpus, taskUser, error) {
 	tc, err := ParseTaskConfig(cfg)
 	if err != nil {
 		return TaskConfig{}, paths{}, gpus{}, taskUser{}, err
@@ -201,7 +217,7 @@ func prepareTask(cfg *drivers.TaskConfig, conf Config) (TaskConfig, paths, gpus,
 	if err != nil {
 		return TaskConfig{}, paths{}, gpus{}, taskUser{}, fmt.Errorf("%w: user: %w", ErrInvalidTaskConfig, err)
 	}
-	p, err := taskPaths(cfg, conf.CheckpointRoot)
+	p, err := taskPaths(cfg, conf.CheckpointRoot, index)
 	if err != nil {
 		return TaskConfig{}, paths{}, gpus{}, taskUser{}, err
 	}

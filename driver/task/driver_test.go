@@ -31,12 +31,27 @@ type allocator struct {
 	reports map[string][]report.Report
 	// tokens are the X-Nomad-Token headers of the reports, by job.
 	tokens map[string][]string
+	// index is the create index GET /v1/incarnation answers (the job's registration);
+	// asked counts those requests and allocs holds the allocations they named.
+	index  uint64
+	asked  int
+	allocs []string
 	srv    *httptest.Server
 }
 
 func newAllocator(t *testing.T) *allocator {
-	a := &allocator{reports: map[string][]report.Report{}, tokens: map[string][]string{}}
+	a := &allocator{reports: map[string][]report.Report{}, tokens: map[string][]string{}, index: 1}
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/incarnation/") {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			a.asked++
+			a.allocs = append(a.allocs, r.URL.Query().Get("alloc"))
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"job": strings.TrimPrefix(r.URL.Path, "/v1/incarnation/"),
+				"alloc": r.URL.Query().Get("alloc"), "create_index": a.index})
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		rep, err := report.Parse(body)
 		if r.Method != http.MethodPut || !strings.HasPrefix(r.URL.Path, "/v1/progress/") || err != nil {
@@ -52,6 +67,12 @@ func newAllocator(t *testing.T) *allocator {
 	}))
 	t.Cleanup(a.srv.Close)
 	return a
+}
+
+func (a *allocator) setIndex(i uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.index = i
 }
 
 // last is the latest report of job id, and false before one.
@@ -373,7 +394,7 @@ func TestNextAllocationResumesFromSharedCheckpoint(t *testing.T) {
 	if err := h.StopTask(first.ID, 5*time.Second, "SIGINT"); err != nil {
 		t.Fatalf("StopTask: %v", err)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "default", first.JobID, "main", "train", markerFileName))
+	b, err := os.ReadFile(filepath.Join(root, "default", first.JobID, "create-index-1", "main", "train", markerFileName))
 	if err != nil {
 		t.Fatalf("no marker under checkpoint_root: %v", err)
 	}
@@ -391,6 +412,90 @@ func TestNextAllocationResumesFromSharedCheckpoint(t *testing.T) {
 	r := a.await(t, "default/"+first.JobID, func(r report.Report) bool { return r.Done == m.Step+30 })
 	if r.CheckpointBytes == nil || *r.CheckpointBytes != 3000 || r.CheckpointSeconds == nil || r.RestartSeconds == nil {
 		t.Errorf("the next allocation's report %+v: want the checkpoint's 3000 bytes and time, and its restart time", r)
+	}
+}
+
+// TestReRegisteredJobStartsWithoutCheckpoint: with checkpoint_root, a job purged and
+// registered again under the same ID (a new create index, as the allocator answers) starts
+// with an empty checkpoint folder, not the purged job's checkpoint, and the purged job's
+// folder is removed.
+func TestReRegisteredJobStartsWithoutCheckpoint(t *testing.T) {
+	a := newAllocator(t)
+	a.setIndex(11)
+	root := t.TempDir()
+	h, _, _ := newHarness(t, map[string]any{"allocator_address": a.srv.URL, "report_period": "200ms", "checkpoint_root": root})
+	envOut := filepath.Join(t.TempDir(), "env.json")
+	first := newTask(t, h, "", "-rate", "100", "-bytes", "3000", "-env-out", envOut)
+	start(t, h, first)
+	awaitProgress(t, first, 4)
+	if err := h.StopTask(first.ID, 5*time.Second, "SIGINT"); err != nil {
+		t.Fatalf("StopTask: %v", err)
+	}
+	var env map[string]string
+	if b, err := os.ReadFile(envOut); err != nil || json.Unmarshal(b, &env) != nil {
+		t.Fatalf("the first task's environment: %v", err)
+	}
+	oldDir := env[EnvCheckpointDir]
+	if m, err := os.ReadFile(filepath.Join(oldDir, markerFileName)); err != nil {
+		t.Fatalf("the first incarnation wrote no checkpoint: %v", err)
+	} else if pm, _ := parseMarker(m); pm.Step < 20 {
+		t.Fatalf("the first incarnation's marker %s", m)
+	}
+
+	a.setIndex(42) // purged and registered again
+	second := newTask(t, h, "", "-rate", "100", "-total", "30", "-env-out", envOut)
+	second.JobID, second.AllocID = first.JobID, "alloc-of-the-new-job"
+	start(t, h, second)
+	if res := wait(t, h, second.ID, 20*time.Second); !res.Successful() {
+		t.Fatalf("exit %+v", res)
+	}
+	r := a.await(t, "default/"+first.JobID, func(r report.Report) bool { return r.Done >= 30 })
+	if r.Done != 30 || r.CheckpointBytes != nil {
+		t.Errorf("the re-registered job's report %+v: want done 30, from no checkpoint", r)
+	}
+	if _, err := os.Stat(oldDir); !os.IsNotExist(err) {
+		t.Errorf("the purged job's checkpoint folder %s is still there (%v)", oldDir, err)
+	}
+	if b, err := os.ReadFile(envOut); err != nil || json.Unmarshal(b, &env) != nil || env[EnvCheckpointDir] == oldDir {
+		t.Errorf("the re-registered job's checkpoint folder %q: want a new one (%v)", env[EnvCheckpointDir], err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.asked != 2 || a.allocs[1] != "alloc-of-the-new-job" {
+		t.Errorf("the driver asked the allocator %d times, for allocations %q: want once per task start, with its allocation", a.asked, a.allocs)
+	}
+}
+
+// TestCheckpointRootNeedsTheAllocator: a task under checkpoint_root does not start without
+// the allocator's word on its job's registration. Unreachable (or failing), the start fails
+// recoverably (Nomad's restart policy tries again); refused for good (here: no identity
+// under -progress-auth=nomad), it fails for good, naming the allocator's reason.
+func TestCheckpointRootNeedsTheAllocator(t *testing.T) {
+	saved := incarnationRetries
+	incarnationRetries = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond}
+	t.Cleanup(func() { incarnationRetries = saved })
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error": "no token: send the task's workload identity"}`, http.StatusUnauthorized)
+	}))
+	t.Cleanup(refusing.Close)
+	for _, tc := range []struct {
+		name, address, wantErr string
+		recoverable            bool
+	}{
+		{"unreachable", "http://127.0.0.1:1", "connection refused", true},
+		{"refused", refusing.URL, "401 Unauthorized: {\"error\": \"no token", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _, _ := newHarness(t, map[string]any{"allocator_address": tc.address, "checkpoint_root": t.TempDir()})
+			task := newTask(t, h, "", "-total", "1")
+			_, _, err := h.StartTask(task)
+			if err == nil || !strings.Contains(err.Error(), "checkpoint_root") || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("StartTask: %v, want an error naming checkpoint_root and %q", err, tc.wantErr)
+			}
+			if structs.IsRecoverable(err) != tc.recoverable {
+				t.Errorf("recoverable: %v, want %v (%v)", structs.IsRecoverable(err), tc.recoverable, err)
+			}
+		})
 	}
 }
 

@@ -76,23 +76,29 @@ type paths struct {
 }
 
 // taskPaths places the task's files: progress and driver state in the task folder, the
-// checkpoint under the plugin's checkpoint_root (job-level, shared between clients) or else
-// in the allocation's shared data folder.
-func taskPaths(cfg *drivers.TaskConfig, checkpointRoot string) (paths, error) {
+// checkpoint under the plugin's checkpoint_root (job-level, shared between clients, one
+// folder per registration of the job: index is the job's create index) or else in the
+// allocation's shared data folder.
+func taskPaths(cfg *drivers.TaskConfig, checkpointRoot string, index uint64) (paths, error) {
 	if cfg.AllocDir == "" || cfg.Name == "" {
 		return paths{}, fmt.Errorf("placing the task's files: the task config has no alloc dir (%q) or name (%q)", cfg.AllocDir, cfg.Name)
 	}
 	td := cfg.TaskDir()
 	ckpt := filepath.Join(td.SharedAllocDir, "data", "fft-checkpoint", cfg.Name)
 	if checkpointRoot != "" {
-		parts := []string{checkpointRoot}
-		for _, p := range []struct{ name, v string }{{"namespace", cfg.Namespace}, {"job", cfg.JobID}, {"group", cfg.TaskGroupName}, {"task", cfg.Name}} {
-			if p.v == "" || p.v == "." || p.v == ".." {
-				return paths{}, fmt.Errorf("placing the checkpoint under checkpoint_root: %s %q cannot name a folder", p.name, p.v)
-			}
-			parts = append(parts, url.PathEscape(p.v))
+		jobDir, err := jobCheckpointDir(cfg, checkpointRoot)
+		if err != nil {
+			return paths{}, err
 		}
-		ckpt = filepath.Join(parts...)
+		group, err := folderName("group", cfg.TaskGroupName)
+		if err != nil {
+			return paths{}, err
+		}
+		task, err := folderName("task", cfg.Name)
+		if err != nil {
+			return paths{}, err
+		}
+		ckpt = filepath.Join(jobDir, incarnationFolder(index), group, task)
 	}
 	return paths{
 		ProgressFile:     filepath.Join(td.LocalDir, progressFileName),
@@ -104,6 +110,29 @@ func taskPaths(cfg *drivers.TaskConfig, checkpointRoot string) (paths, error) {
 		StdoutLogDir:  td.LogDir,
 		StdoutLogBase: cfg.Name + ".stdout.",
 	}, nil
+}
+
+// jobCheckpointDir is the job's folder under checkpoint_root: <root>/<namespace>/<job>, each
+// escaped to one path step (a dispatched job's "parent/dispatch-…" is one folder).
+func jobCheckpointDir(cfg *drivers.TaskConfig, checkpointRoot string) (string, error) {
+	ns, err := folderName("namespace", cfg.Namespace)
+	if err != nil {
+		return "", err
+	}
+	job, err := folderName("job", cfg.JobID)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(checkpointRoot, ns, job), nil
+}
+
+// folderName is v as one path step: percent-escaped (url.PathEscape escapes "/" and "%",
+// so distinct names stay distinct), and never "", "." or "..".
+func folderName(what, v string) (string, error) {
+	if v == "" || v == "." || v == ".." {
+		return "", fmt.Errorf("placing the checkpoint under checkpoint_root: %s %q cannot name a folder", what, v)
+	}
+	return url.PathEscape(v), nil
 }
 
 // taskEnv is the task's environment: Nomad's, with GPU visibility narrowed to exactly the

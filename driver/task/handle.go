@@ -203,7 +203,7 @@ func (h *taskHandle) followLoop(ctx context.Context, period time.Duration, pub p
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := pub.Publish(ctx, h.taskConfig.Namespace, h.taskConfig.JobID, token, r); err != nil {
+		if err := pub.Publish(ctx, h.taskConfig.Namespace, h.taskConfig.JobID, h.taskConfig.AllocID, token, r); err != nil {
 			h.logger.Warn("publishing progress failed; retrying next period", "error", err)
 			return
 		}

@@ -63,7 +63,8 @@ func TestTasksRunUnprivileged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h, _, _ := newHarness(t, map[string]any{"checkpoint_root": root, "default_user": DefaultTaskUser})
+	alloc := newAllocator(t)
+	h, _, _ := newHarness(t, map[string]any{"allocator_address": alloc.srv.URL, "checkpoint_root": root, "default_user": DefaultTaskUser})
 
 	// Job B (as daemon) keeps a secret in its checkpoint.
 	b := shTask(t, h, "daemon", `id -u > "$FFT_CHECKPOINT_DIR/uid"; echo weights > "$FFT_CHECKPOINT_DIR/model.ckpt"`)
@@ -79,7 +80,7 @@ func TestTasksRunUnprivileged(t *testing.T) {
 	if res := wait(t, h, b.ID, 20*time.Second); !res.Successful() {
 		t.Fatalf("task b: %+v", res)
 	}
-	bDir := filepath.Join(root, "default", b.JobID, "main", "train")
+	bDir := filepath.Join(root, "default", b.JobID, "create-index-1", "main", "train")
 	// Job A (no user: the default) tries to read and to poison B's checkpoint.
 	a := shTask(t, h, "", `id -u > "$FFT_CHECKPOINT_DIR/uid"
 cat "`+bDir+`/model.ckpt" > "$FFT_CHECKPOINT_DIR/stolen" 2> "$FFT_CHECKPOINT_DIR/read-error"
@@ -90,7 +91,7 @@ exit 0`)
 	if res := wait(t, h, a.ID, 20*time.Second); !res.Successful() {
 		t.Fatalf("task a: %+v", res)
 	}
-	aDir := filepath.Join(root, "default", a.JobID, "main", "train")
+	aDir := filepath.Join(root, "default", a.JobID, "create-index-1", "main", "train")
 	read := func(p string) string { b, _ := os.ReadFile(p); return strings.TrimSpace(string(b)) }
 	if got := read(filepath.Join(aDir, "uid")); got != strconv.Itoa(nobody) {
 		t.Errorf("a task without user ran as uid %s, want nobody's %d", got, nobody)

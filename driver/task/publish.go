@@ -16,9 +16,12 @@ import (
 )
 
 // publisher sends a job's report to the allocator, authenticated by token: the
-// reporting task's own Nomad workload identity ("" when the task exposes none).
+// reporting task's own Nomad workload identity ("" when the task exposes none), from
+// allocation alloc (which an allocator that verifies no token checks with Nomad). It also
+// asks the allocator for the create index of alloc's job (see askIncarnation).
 type publisher interface {
-	Publish(ctx context.Context, namespace, job, token string, r report.Report) error
+	Publish(ctx context.Context, namespace, job, alloc, token string, r report.Report) error
+	Incarnation(ctx context.Context, namespace, job, alloc, token string) (uint64, error)
 }
 
 // httpPublisher PUTs reports to the fft-allocator's progress endpoint.
@@ -40,15 +43,20 @@ func newHTTPPublisher(c Config) (*httpPublisher, error) {
 		client: httptls.NewHTTPClient(tlsConfig, 10*time.Second), hints: c.allocatorHints()}, nil
 }
 
-// Publish sends PUT /v1/progress/<namespace>/<job> with the report as JSON and the task's
-// workload identity as X-Nomad-Token, which the allocator's default -progress-auth=nomad
-// has Nomad verify: a report counts only for the job whose task sent it.
-func (p *httpPublisher) Publish(ctx context.Context, namespace, job, token string, r report.Report) error {
+// Publish sends PUT /v1/progress/<namespace>/<job>?alloc=<alloc> with the report as JSON
+// and the task's workload identity as X-Nomad-Token, which the allocator's default
+// -progress-auth=nomad has Nomad verify: a report counts only for the job whose task sent
+// it. The allocation ties the report to the job's registration, also under
+// -progress-auth=none. The job ID is percent-encoded: a dispatched job's "/" is %2F.
+func (p *httpPublisher) Publish(ctx context.Context, namespace, job, alloc, token string, r report.Report) error {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encoding the report: %w", err)
 	}
 	u := p.address + "/v1/progress/" + url.PathEscape(namespace) + "/" + url.PathEscape(job)
+	if alloc != "" {
+		u += "?alloc=" + url.QueryEscape(alloc)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("reporting progress to %q: %w", u, err)

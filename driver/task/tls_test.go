@@ -145,7 +145,7 @@ func TestPublishTLS(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := got
-			err = pub.Publish(context.Background(), "team", "train", "", report.Report{Done: 5})
+			err = pub.Publish(context.Background(), "team", "train", "", "", report.Report{Done: 5})
 			if tc.wantErr == "" && (err != nil || got != before+1) {
 				t.Fatalf("Publish: %v (reports received %d -> %d)", err, before, got)
 			}

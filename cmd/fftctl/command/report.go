@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/cli"
+
+	"github.com/nomad-fft/nomad-fft/allocator/jobid"
 )
 
 // ReportCommand records a job's progress, from inside its task.
@@ -75,7 +77,13 @@ func (c *ReportCommand) Run(args []string) int {
 		return c.fail("Error: %v", err)
 	}
 	if a := c.allocator.resolve(getenv); a.addr != "" {
-		if err := reportHTTP(context.Background(), a, id, getenv("NOMAD_TOKEN"), done); err != nil {
+		// A report of the task's own job names its allocation, which ties it to the job's
+		// registration even where the allocator verifies no token.
+		alloc := ""
+		if c.job == "" {
+			alloc = getenv("NOMAD_ALLOC_ID")
+		}
+		if err := reportHTTP(context.Background(), a, id, alloc, getenv("NOMAD_TOKEN"), done); err != nil {
 			return c.fail("Error reporting progress to the fft-allocator at %s: %v%s", a.addr, err, allocatorHint(err, a.addr))
 		}
 	} else {
@@ -106,9 +114,10 @@ func parseWorkDone(arg string) (float64, error) {
 // NOMAD_NAMESPACE/NOMAD_JOB_ID.
 func reportJob(flagJob string, getenv func(string) string) (string, error) {
 	if flagJob != "" {
-		ns, job, ok := strings.Cut(flagJob, "/")
-		if !ok || ns == "" || job == "" || strings.Contains(job, "/") {
-			return "", fmt.Errorf("-job = %q: expected namespace/job, such as default/fft-train", flagJob)
+		// The job ID may have slashes (a dispatched job's "parent/dispatch-…"); the
+		// namespace has none.
+		if _, _, err := jobid.Split(flagJob); err != nil {
+			return "", fmt.Errorf("-job = %q: expected namespace/job, such as default/fft-train: %w", flagJob, err)
 		}
 		return flagJob, nil
 	}

@@ -13,15 +13,20 @@ import (
 )
 
 // reportHTTP sends done for job id ("namespace/job") to the allocator's progress endpoint
-// that a names, with token (the task's workload identity) as X-Nomad-Token when it is set.
+// that a names, with token (the task's workload identity) as X-Nomad-Token and the task's
+// allocation as ?alloc= when they are set. The job ID is percent-encoded: a dispatched
+// job's "/" goes as %2F.
 // A refusal returns the allocator's message, a TLS mismatch the setting that fixes it.
-func reportHTTP(ctx context.Context, a allocatorConn, id, token string, done float64) error {
+func reportHTTP(ctx context.Context, a allocatorConn, id, alloc, token string, done float64) error {
 	ns, job, _ := strings.Cut(id, "/")
 	base := strings.TrimRight(a.addr, "/")
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
 	u := base + "/v1/progress/" + url.PathEscape(ns) + "/" + url.PathEscape(job)
+	if alloc != "" {
+		u += "?alloc=" + url.QueryEscape(alloc)
+	}
 	client, err := a.client(30 * time.Second)
 	if err != nil {
 		return err

@@ -47,13 +47,20 @@ type report struct {
 	CheckpointSeconds   *float64 `json:"checkpoint_seconds"`
 }
 
-// fakeAllocator records the reports PUT to /v1/progress/<namespace>/<job>.
+// fakeAllocator records the reports PUT to /v1/progress/<namespace>/<job>, and answers the
+// driver's GET /v1/incarnation.
 type fakeAllocator struct {
 	mu      sync.Mutex
 	reports []report
 }
 
 func (a *fakeAllocator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/incarnation/default/"+jobID && r.URL.Query().Get("alloc") != "" {
+		// The job's registration, which the driver keys checkpoint_root's folders by: one
+		// here, for both runs.
+		fmt.Fprintf(w, `{"job": "default/%s", "alloc": %q, "create_index": 7}`, jobID, r.URL.Query().Get("alloc"))
+		return
+	}
 	var rep report
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()

@@ -88,18 +88,29 @@ func (p *PKI) HTTPClient(t testing.TB) *http.Client {
 // Consul.HTTP is its address; Get and Do use HTTPS with the CLI certificate.
 func StartConsulTLS(t testing.TB, consul, dir string, p *PKI) *Consul {
 	t.Helper()
+	return StartConsulTLSWith(t, consul, dir, p, ConsulOptions{})
+}
+
+// StartConsulTLSWith is StartConsulTLS with options (ACLs: Get and Do send the management
+// token).
+func StartConsulTLSWith(t testing.TB, consul, dir string, p *PKI, opts ConsulOptions) *Consul {
+	t.Helper()
 	ports := FreePorts(t, 4)
 	cp := agentrun.ConsulPorts{HTTP: -1, Server: ports[0], SerfLAN: ports[1], SerfWAN: ports[2]}
 	args := append(agentrun.ConsulDevArgs(filepath.Join(dir, "consul-data"), cp), agentrun.ConsulTLSArgs(ports[3], p.Consul)...)
 	c := &Consul{HTTP: fmt.Sprintf("127.0.0.1:%d", ports[3]), SerfLAN: fmt.Sprintf("127.0.0.1:%d", cp.SerfLAN),
 		scheme: "https", client: p.HTTPClient(t)}
+	if opts.ACL {
+		c.ManagementToken = "6f3c5b0e-0f70-4e2e-8ac1-000000000001"
+		args = append(args, agentrun.ConsulACLArgs(c.ManagementToken)...)
+	}
 	proc := StartProcess(t, "consul", dir, consul, args...)
 	c.LogPath = proc.LogPath
 	Eventually(t, 60*time.Second, 250*time.Millisecond, "consul elects itself and serves KV over HTTPS", func() error {
 		if proc.Exited() {
 			t.Fatalf("the Consul agent exited")
 		}
-		return agentrun.ConsulReadyAt("https://"+c.HTTP, c.client, "")
+		return agentrun.ConsulReadyAt("https://"+c.HTTP, c.client, c.ManagementToken)
 	})
 	return c
 }
