@@ -27,6 +27,8 @@ func BenchmarkWarmRound2000Jobs(b *testing.B) { benchmarkWarmRound(b, 2000) }
 
 func BenchmarkWarmRound5000Jobs(b *testing.B) { benchmarkWarmRound(b, 5000) }
 
+func BenchmarkWarmRound20000Jobs(b *testing.B) { benchmarkWarmRound(b, 20000) }
+
 func benchmarkWarmRound(b *testing.B, jobs int) {
 	st := startStack(b, []testenv.FakeGPUClient{
 		{Name: "v100", Model: modelV100, Count: 64, Extra: `memory_mib = 16384`},
@@ -44,6 +46,7 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 	time.Sleep(recordTail)
 	_, _, before := written(b, cs, 0)
 	var observe, apply, changes, keys, txns, seconds float64
+	phase := map[string]float64{}
 	b.ResetTimer()
 	for n := 1; n <= b.N; n++ {
 		rec := waitRecord(b, cs, n, 2*time.Minute)
@@ -57,8 +60,9 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 		for _, k := range rec.Apply.Applied {
 			changes += float64(k)
 		}
-		for _, d := range rec.Phases {
+		for name, d := range rec.Phases {
 			seconds += d
+			phase[name] += d
 		}
 		k, x, last := written(b, cs, before)
 		keys, txns, before = keys+float64(k), txns+float64(x), last
@@ -71,6 +75,9 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 	b.ReportMetric(per(keys), "kv-keys-written/op")
 	b.ReportMetric(per(txns), "kv-txns/op")
 	b.ReportMetric(per(seconds), "round-s/op")
+	for _, name := range []string{"observe", "solve", "place", "claim", "apply", "record"} {
+		b.ReportMetric(per(phase[name]), name+"-s/op")
+	}
 }
 
 // registerMany registers n copies of base (load-0000, ...), held outside the GPU pool, with
