@@ -114,13 +114,13 @@ func (c *Client) follow(ctx context.Context) error {
 		return fmt.Errorf("subscribing to the event stream: %w", needsStream(err))
 	}
 	defer body.Close()
-	return c.consume(ctx, body)
+	return c.consume(ctx, body, from)
 }
 
 // consume reads the stream's lines into the cache until the stream ends.
 // The first line (Nomad sends a heartbeat as soon as it subscribed) marks
 // the subscription live.
-func (c *Client) consume(ctx context.Context, r io.Reader) error {
+func (c *Client) consume(ctx context.Context, r io.Reader, from uint64) error {
 	dec := json.NewDecoder(r)
 	for first := true; ; first = false {
 		var evs streamEvents
@@ -132,6 +132,9 @@ func (c *Client) consume(ctx context.Context, r io.Reader) error {
 				return errors.New("Nomad closed the event stream")
 			}
 			return fmt.Errorf("reading the event stream: %w", err)
+		}
+		if first {
+			c.log.Info("following Nomad's event stream: rounds take changed jobs from it", "from_index", from)
 		}
 		c.mu.Lock()
 		if first {
