@@ -115,6 +115,7 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 	}()
 
 	c.mu.Lock()
+	c.awaitFirstSubscription(ctx)
 	covers := c.streamCovers()
 	c.mu.Unlock()
 	q := (&api.QueryOptions{Namespace: "*"}).WithContext(ctx)

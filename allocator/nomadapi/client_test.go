@@ -33,6 +33,7 @@ type fakeNomad struct {
 	// The event stream (stream_test.go): lines to send, the answer code
 	// when not 0, and whether a registration publishes its job.
 	stream        chan string
+	streamDelay   time.Duration
 	subscriptions []string
 	streamCode    int
 	autoEvents    bool

@@ -48,6 +48,8 @@ type feed struct {
 	wake chan struct{}
 	// synced is the epoch the last Observe started in while live (0: none).
 	synced uint64
+	// following counts running Follow calls.
+	following int
 }
 
 // notify wakes those waiting on the feed; the caller holds Client.mu.
@@ -83,6 +85,30 @@ type streamEvent struct {
 // token scoped to fewer namespaces is refused, and rounds then read each
 // changed job themselves, as without Follow.
 func (c *Client) Follow(ctx context.Context) error {
+	c.following(1)
+	defer c.following(-1)
+	return c.followLoop(ctx)
+}
+
+// StartFollowing runs Follow in the background until ctx ends. The next
+// Observe waits (at most a second) for its subscription, so that the round
+// after it takes changed jobs from the stream.
+func (c *Client) StartFollowing(ctx context.Context) {
+	c.following(1)
+	go func() {
+		defer c.following(-1)
+		_ = c.followLoop(ctx)
+	}()
+}
+
+func (c *Client) following(d int) {
+	c.mu.Lock()
+	c.feed.following += d
+	c.feed.notify()
+	c.mu.Unlock()
+}
+
+func (c *Client) followLoop(ctx context.Context) error {
 	backoff := c.streamRetry
 	for ctx.Err() == nil {
 		began := time.Now()
@@ -140,6 +166,7 @@ func (c *Client) consume(ctx context.Context, r io.Reader, from uint64) error {
 		if first {
 			c.feed.epoch++
 			c.feed.live = true
+			c.feed.notify()
 		}
 		c.streamed(&evs)
 		c.mu.Unlock()
@@ -189,6 +216,34 @@ func needsStream(err error) error {
 		return fmt.Errorf("%w: the allocator's Nomad token lacks %s on namespace \"*\" (grant cmd/fft-allocator/acl/nomad-policy.hcl)", err, capReadJob)
 	}
 	return err
+}
+
+// awaitFirstSubscription waits, at most c.streamWait, for a Follow that has
+// not yet subscribed to do so, so that the round after this one already
+// takes changed jobs from the stream. The caller holds c.mu.
+func (c *Client) awaitFirstSubscription(ctx context.Context) {
+	if c.feed.following == 0 || c.feed.epoch > 0 {
+		return
+	}
+	deadline := time.NewTimer(c.streamWait)
+	defer deadline.Stop()
+	for c.feed.epoch == 0 && c.feed.following > 0 {
+		if c.feed.wake == nil {
+			c.feed.wake = make(chan struct{})
+		}
+		wake := c.feed.wake
+		c.mu.Unlock()
+		select {
+		case <-wake:
+			c.mu.Lock()
+		case <-deadline.C:
+			c.mu.Lock()
+			return
+		case <-ctx.Done():
+			c.mu.Lock()
+			return
+		}
+	}
 }
 
 // streamCovers reports whether the stream has been open since before the

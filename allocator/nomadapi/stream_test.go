@@ -22,8 +22,9 @@ import (
 func (f *fakeNomad) serveStream(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.subscriptions = append(f.subscriptions, "index="+r.URL.Query().Get("index")+"&namespace="+r.URL.Query().Get("namespace")+"&topic="+r.URL.Query().Get("topic"))
-	code, lines := f.streamCode, f.stream
+	code, lines, delay := f.streamCode, f.stream, f.streamDelay
 	f.mu.Unlock()
+	time.Sleep(delay)
 	if code == 0 && lines == nil {
 		code = http.StatusNotFound
 	}
@@ -291,5 +292,28 @@ func TestStreamRefused(t *testing.T) {
 	}
 	if !slices.Equal(f.subscriptions, []string{"index=0&namespace=*&topic=Job"}) {
 		t.Errorf("subscriptions %q, want one to topic Job from index 0", f.subscriptions)
+	}
+}
+
+// The first round after StartFollowing waits for the subscription, so the
+// next round already takes a changed job from the stream.
+func TestFirstRoundAwaitsTheSubscription(t *testing.T) {
+	f, c := newFake(t)
+	f.stream = make(chan string, 64)
+	f.streamDelay = 200 * time.Millisecond // the subscription answers after the first observation's lists
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.StartFollowing(ctx)
+	if _, err := c.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reads(f)
+	f.update("train", "30", true)
+	snap, err := c.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := reads(f); len(got) != 0 || snap.Calls != 3 || snap.Jobs[0].Spec.Work != 30 {
+		t.Errorf("second round read %q in %d calls, work %g; want no read, 3 calls, work 30", got, snap.Calls, snap.Jobs[0].Spec.Work)
 	}
 }

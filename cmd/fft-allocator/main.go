@@ -292,7 +292,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer svc.Lead(false)
 		// While leading, Nomad's event stream keeps the job cache current, so rounds
 		// read no job the stream brought.
-		go func() { _ = na.Follow(lctx) }()
+		na.StartFollowing(lctx)
 		_ = svc.Run(lctx, f.round)
 	})
 	log.Info("stopped")
