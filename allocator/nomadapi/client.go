@@ -58,6 +58,9 @@ type Client struct {
 	streamWait time.Duration
 	// streamRetry is the first wait before subscribing again.
 	streamRetry time.Duration
+	// listIndex is the index of the last job list: one lower means
+	// Nomad's state went back (resync).
+	listIndex uint64
 	// poolWarning is the last warning logged about the GPU pool, so that a
 	// lasting condition is logged once.
 	poolWarning string
@@ -119,10 +122,13 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 	covers := c.streamCovers()
 	c.mu.Unlock()
 	q := (&api.QueryOptions{Namespace: "*"}).WithContext(ctx)
-	stubs, _, err := c.nomad.Jobs().List(q)
+	stubs, meta, err := c.nomad.Jobs().List(q)
 	snap.Calls++
 	if err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", needs(err, capListJobs))
+	}
+	if c.resync(meta.LastIndex) {
+		covers = false
 	}
 	reads, err := c.refresh(ctx, stubs, covers)
 	snap.Calls += reads

@@ -33,6 +33,7 @@ type fakeNomad struct {
 	// The event stream (stream_test.go): lines to send, the answer code
 	// when not 0, and whether a registration publishes its job.
 	stream        chan string
+	headerIndex   uint64
 	streamDelay   time.Duration
 	subscriptions []string
 	streamCode    int
@@ -59,7 +60,7 @@ func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
-	w.Header().Set("X-Nomad-Index", "1")
+	w.Header().Set("X-Nomad-Index", fmt.Sprint(max(1, f.headerIndex)))
 	send := func(v any) { _ = json.NewEncoder(w).Encode(v) }
 	switch {
 	case r.URL.Path == "/v1/nodes":

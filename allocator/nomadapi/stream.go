@@ -284,6 +284,24 @@ func (c *Client) awaitStream(ctx context.Context, stale func() int) {
 	}
 }
 
+// resync drops the cache when the job list's index went back (Nomad's
+// state restored from an older snapshot, or a new cluster at the same
+// address): the cached versions' indexes mean nothing there, and the stream
+// resumes from the start. It reports whether it dropped anything.
+func (c *Client) resync(index uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	back := index < c.listIndex
+	c.listIndex = index
+	if !back {
+		return false
+	}
+	c.log.Warn("Nomad's job index went back; reading every job again", "index", index)
+	clear(c.jobs)
+	c.feed.index, c.feed.synced = 0, 0
+	return true
+}
+
 // fresh reports whether the cached job is the one the list shows (or newer:
 // the stream may be ahead of the list).
 func fresh(job *api.Job, s *api.JobListStub) bool {

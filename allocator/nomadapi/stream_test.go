@@ -317,3 +317,45 @@ func TestFirstRoundAwaitsTheSubscription(t *testing.T) {
 		t.Errorf("second round read %q in %d calls, work %g; want no read, 3 calls, work 30", got, snap.Calls, snap.Jobs[0].Spec.Work)
 	}
 }
+
+// A job list whose index went back (Nomad restored from an older snapshot,
+// or a new cluster at the same address) drops the cache: every job is read
+// again, even one whose JobModifyIndex is below the cached one's.
+func TestResyncWhenTheIndexGoesBack(t *testing.T) {
+	f, c := newFake(t)
+	ctx := context.Background()
+	f.headerIndex = 500
+	if _, err := c.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reads(f)
+	c.mu.Lock()
+	c.feed = feed{epoch: 1, live: true, synced: 1, index: 500}
+	c.mu.Unlock()
+	// The new cluster holds train at a lower index, with other meta.
+	f.mu.Lock()
+	j := *f.jobs["train"]
+	j.JobModifyIndex, j.ModifyIndex = new(uint64(4)), new(uint64(4))
+	j.Meta = map[string]string{"fft.work": "77", "fft.throughput": "A100=2"}
+	f.jobs["train"] = &j
+	f.headerIndex = 20
+	f.mu.Unlock()
+	begin := time.Now()
+	snap, err := c.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := reads(f)
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"bad", "train", "web"}) || snap.Jobs[0].Spec.Work != 77 || snap.Jobs[0].ModifyIndex != 4 {
+		t.Errorf("after the index went back: read %q, job %+v; want every job read, train at index 4 with work 77", got, snap.Jobs[0])
+	}
+	if took := time.Since(begin); took >= c.streamWait {
+		t.Errorf("the round waited %s for the stream after a resync", took)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.feed.index != 0 {
+		t.Errorf("the stream resumes from index %d, want 0 (the start) after a resync", c.feed.index)
+	}
+}
