@@ -136,7 +136,6 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	present := map[string]bool{}
 	dead := map[string]bool{}
 	var managed []*api.Job
@@ -163,6 +162,10 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 			delete(c.jobs, key)
 		}
 	}
+	// The jobs in managed stay as they are (Apply edits only jobs it took
+	// out of the cache): the lock need not cover the rest, and the event
+	// stream goes on meanwhile.
+	c.mu.Unlock()
 	if len(managed) == 0 {
 		return snap, nil
 	}

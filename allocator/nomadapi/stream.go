@@ -178,9 +178,11 @@ func (c *Client) consume(ctx context.Context, r io.Reader, from uint64) error {
 // Purges need nothing: Observe drops what the job list no longer shows.
 // The caller holds c.mu.
 func (c *Client) streamed(evs *streamEvents) {
+	// Nomad 1.6 sends no index on the line, only on each event.
 	c.feed.index = max(c.feed.index, evs.Index)
 	n := 0
 	for _, e := range evs.Events {
+		c.feed.index = max(c.feed.index, e.Index)
 		job := e.Payload.Job
 		if e.Topic != string(api.TopicJob) || job == nil || job.ID == nil || job.JobModifyIndex == nil || job.ModifyIndex == nil {
 			continue

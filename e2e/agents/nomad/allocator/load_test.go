@@ -66,13 +66,22 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 			seconds += d
 			phase[name] += d
 		}
-		wall += roundWall(b, proc.LogPath, n)
+		w := roundWall(b, proc.LogPath, n)
+		wall += w
+		b.Logf("round %d: %.2f s, observe %d calls, apply %d calls, phases %v", n, w, rec.ObserveCalls, rec.Apply.Calls, rec.Phases)
 		k, x, last, largest := writtenSizes(b, cs, before)
 		keys, txns, before = keys+float64(k), txns+float64(x), last
 		recordKiB, chunkKiB = max(recordKiB, float64(largest["rounds"])/1024), max(chunkKiB, float64(largest["jobs"])/1024)
 		b.StartTimer()
 	}
 	per := func(v float64) float64 { return v / float64(b.N) }
+	if raw, err := os.ReadFile(proc.LogPath); err == nil {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if strings.Contains(line, "event stream") {
+				b.Log(line)
+			}
+		}
+	}
 	b.ReportMetric(per(observe), "observe-calls/op")
 	b.ReportMetric(per(apply), "apply-calls/op")
 	b.ReportMetric(per(changes), "changes/op")
