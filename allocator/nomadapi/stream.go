@@ -344,8 +344,20 @@ func (c *Client) refresh(ctx context.Context, stubs []*api.JobListStub, covers b
 	if len(stale) == 0 {
 		return 0, nil
 	}
-	if covers {
-		c.log.Debug("the event stream did not bring every changed job in time; reading them", "jobs", len(stale))
+	if c.log.IsDebug() {
+		var sample []string
+		c.mu.Lock()
+		for _, s := range stale[:min(len(stale), 5)] {
+			cached := "none"
+			if j := c.jobs[jobKey(s.Namespace, s.ID)]; j != nil {
+				cached = fmt.Sprintf("%d/%d", derefIndex(j.JobModifyIndex), derefIndex(j.ModifyIndex))
+			}
+			sample = append(sample, fmt.Sprintf("%s list %d cached %s", jobKey(s.Namespace, s.ID), s.JobModifyIndex, cached))
+		}
+		feed := c.feed
+		c.mu.Unlock()
+		c.log.Debug("reading changed jobs the event stream has not brought", "jobs", len(stale), "stream_covers", covers,
+			"stream_live", feed.live, "stream_index", feed.index, "sample", sample)
 	}
 	jobs := make([]*api.Job, len(stale))
 	err := forEach(ctx, len(stale), readWorkers, func(ctx context.Context, k int) error {
