@@ -49,6 +49,9 @@ type Client struct {
 	// stream; a job Apply writes is dropped (Apply changes the cached
 	// value), so the next Observe takes it from the stream or reads it.
 	jobs map[string]*api.Job
+	// failedEvals are, by job, the newest evaluation the event stream
+	// showed finish with placements failed (streamedRefusal).
+	failedEvals map[string]*api.Evaluation
 	// reread are the jobs dropped whose write failed: no event brings
 	// them back, so the next Observe reads them without waiting.
 	reread map[string]bool
@@ -74,7 +77,7 @@ func New(nomad *api.Client, log hclog.Logger) *Client {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Client{nomad: nomad, log: log, jobs: map[string]*api.Job{}, reread: map[string]bool{}, watchEvery: watchInterval,
+	return &Client{nomad: nomad, log: log, jobs: map[string]*api.Job{}, reread: map[string]bool{}, failedEvals: map[string]*api.Evaluation{}, watchEvery: watchInterval,
 		applyWorkers: DefaultApplyConcurrency, streamWait: defaultStreamWait, streamRetry: streamBackoff}
 }
 
@@ -130,6 +133,7 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 	if c.resync(meta.LastIndex) {
 		covers = false
 	}
+	c.markFrom(meta.LastIndex)
 	reads, err := c.refresh(ctx, stubs, covers)
 	snap.Calls += reads
 	if err != nil {
@@ -160,6 +164,11 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 	for key := range c.jobs {
 		if !present[key] {
 			delete(c.jobs, key)
+		}
+	}
+	for key := range c.failedEvals {
+		if !present[key] {
+			delete(c.failedEvals, key)
 		}
 	}
 	// The jobs in managed stay as they are (Apply edits only jobs it took
@@ -202,11 +211,15 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 		observeAllocs(&j, byJob[key], dead[key])
 		j.UnhealthyGPU = holdsUnhealthy(byJob[key], unhealthy)
 		if !j.Held() && !j.Finished && len(j.Allocs) == 0 && len(j.Pinned) > 0 {
-			// Started and pinned, yet nothing placed: ask Nomad why.
-			why, err := c.refused(ctx, &j)
-			snap.Calls++
-			if err != nil {
-				return nil, fmt.Errorf("reading the evaluations of job %q: %w", key, needs(err, capReadJob))
+			// Started and pinned, yet nothing placed: why, from the stream's
+			// evaluations, else ask Nomad.
+			why, ok := c.streamedRefusal(&j, covers)
+			if !ok {
+				why, err = c.refused(ctx, &j)
+				snap.Calls++
+				if err != nil {
+					return nil, fmt.Errorf("reading the evaluations of job %q: %w", key, needs(err, capReadJob))
+				}
 			}
 			j.Refused = why
 		}

@@ -12,12 +12,16 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
-// Nomad's event stream (GET /v1/event/stream, topic Job) carries the whole
-// job with every change of it: Follow keeps the client's job cache current
-// from it, so that a round reads no job on its own that changed while the
-// stream was open. The stream only saves reads: Observe still compares
+// Nomad's event stream (GET /v1/event/stream, topics Job and Evaluation)
+// carries the whole job with every change of it, and every evaluation:
+// Follow keeps the client's job cache current from it, so that a round reads
+// no job on its own that changed while the stream was open, and keeps the
+// evaluations that failed to place a job, so that a round asks Nomad for no
+// reason the stream brought. The stream only saves reads: Observe still compares
 // every cached job with the job list's JobModifyIndex, and reads what the
 // stream has not brought, so a stream that breaks, lags or misses events
 // costs reads, never a stale job.
@@ -50,6 +54,9 @@ type feed struct {
 	synced uint64
 	// following counts running Follow calls.
 	following int
+	// from is the job list index of the first Observe in epoch fromEpoch:
+	// every evaluation that finished after it came on the stream.
+	from, fromEpoch uint64
 }
 
 // notify wakes those waiting on the feed; the caller holds Client.mu.
@@ -73,12 +80,17 @@ type streamEvent struct {
 	Type    string
 	Key     string
 	Index   uint64
-	Payload struct {
-		Job *api.Job
-	}
+	Payload streamPayload
 }
 
-// Follow subscribes to Nomad's event stream (topic Job, every namespace)
+// streamPayload is what the stream carries of the two topics followed.
+type streamPayload struct {
+	Job        *api.Job
+	Evaluation *api.Evaluation
+}
+
+// Follow subscribes to Nomad's event stream (topics Job and Evaluation,
+// every namespace)
 // and keeps the job cache current from it until ctx ends; it subscribes
 // again after a failure, from the last index it received, with backoff. The
 // token needs read-job on namespace "*" (the shipped policy grants it): a
@@ -132,10 +144,8 @@ func (c *Client) follow(ctx context.Context) error {
 	c.mu.Lock()
 	from := c.feed.index
 	c.mu.Unlock()
-	q := (&api.QueryOptions{Namespace: "*", Params: map[string]string{
-		"topic": string(api.TopicJob), "index": strconv.FormatUint(from, 10),
-	}}).WithContext(ctx)
-	body, err := c.nomad.Raw().Response("/v1/event/stream", q)
+	q := (&api.QueryOptions{Namespace: "*", Params: map[string]string{"index": strconv.FormatUint(from, 10)}}).WithContext(ctx)
+	body, err := c.nomad.Raw().Response("/v1/event/stream?topic=Job&topic=Evaluation", q)
 	if err != nil {
 		return fmt.Errorf("subscribing to the event stream: %w", needsStream(err))
 	}
@@ -183,6 +193,10 @@ func (c *Client) streamed(evs *streamEvents) {
 	n := 0
 	for _, e := range evs.Events {
 		c.feed.index = max(c.feed.index, e.Index)
+		if ev := e.Payload.Evaluation; e.Topic == string(api.TopicEvaluation) && ev != nil {
+			c.streamedEval(ev)
+			continue
+		}
 		job := e.Payload.Job
 		if e.Topic != string(api.TopicJob) || job == nil || job.ID == nil || job.JobModifyIndex == nil || job.ModifyIndex == nil {
 			continue
@@ -202,6 +216,19 @@ func (c *Client) streamed(evs *streamEvents) {
 	}
 }
 
+// streamedEval keeps an evaluation that finished with placements failed,
+// the newest per job: the reason a round records when Nomad did not place a
+// job it started (refused). The caller holds c.mu.
+func (c *Client) streamedEval(ev *api.Evaluation) {
+	if ev.Status != api.EvalStatusComplete || len(ev.FailedTGAllocs) == 0 {
+		return
+	}
+	key := jobKey(ev.Namespace, ev.JobID)
+	if old := c.failedEvals[key]; old == nil || ev.CreateIndex > old.CreateIndex {
+		c.failedEvals[key] = ev
+	}
+}
+
 // streamDown marks the stream broken and wakes a waiting Observe.
 func (c *Client) streamDown() {
 	c.mu.Lock()
@@ -210,7 +237,7 @@ func (c *Client) streamDown() {
 	c.feed.notify()
 }
 
-// needsStream is needs for the event stream, whose Job topic on every
+// needsStream is needs for the event stream, whose Job and Evaluation topics on every
 // namespace needs read-job on namespace "*".
 func needsStream(err error) error {
 	var re api.UnexpectedResponseError
@@ -300,8 +327,35 @@ func (c *Client) resync(index uint64) bool {
 	}
 	c.log.Warn("Nomad's job index went back; reading every job again", "index", index)
 	clear(c.jobs)
-	c.feed.index, c.feed.synced = 0, 0
+	clear(c.failedEvals)
+	c.feed.index, c.feed.synced, c.feed.fromEpoch = 0, 0, 0
 	return true
+}
+
+// markFrom records the job list index of the first Observe of the stream's
+// current subscription (see feed.from).
+func (c *Client) markFrom(index uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f := &c.feed; f.synced != 0 && f.fromEpoch != f.synced {
+		f.from, f.fromEpoch = index, f.synced
+	}
+}
+
+// streamedRefusal is refused from the stream's evaluations: ok is false
+// when the stream may have missed the job's evaluations (it was not open
+// since before the job's current version), and the round asks Nomad.
+func (c *Client) streamedRefusal(j *loop.Job, covers bool) (why string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := &c.feed
+	if !covers || f.fromEpoch != f.epoch || j.ModifyIndex <= f.from {
+		return "", false
+	}
+	if ev := c.failedEvals[j.ID]; ev != nil && ev.JobModifyIndex >= j.ModifyIndex {
+		return placementFailure(ev.FailedTGAllocs), true
+	}
+	return "", true
 }
 
 // fresh reports whether the cached job is the one the list shows (or newer:

@@ -21,7 +21,7 @@ import (
 // leaves. With streamCode set it answers that code instead.
 func (f *fakeNomad) serveStream(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
-	f.subscriptions = append(f.subscriptions, "index="+r.URL.Query().Get("index")+"&namespace="+r.URL.Query().Get("namespace")+"&topic="+r.URL.Query().Get("topic"))
+	f.subscriptions = append(f.subscriptions, "index="+r.URL.Query().Get("index")+"&namespace="+r.URL.Query().Get("namespace")+"&topic="+strings.Join(r.URL.Query()["topic"], ","))
 	code, lines, delay := f.streamCode, f.stream, f.streamDelay
 	f.mu.Unlock()
 	time.Sleep(delay)
@@ -56,7 +56,7 @@ func (f *fakeNomad) publishLocked(job *api.Job) {
 	}
 	b, _ := json.Marshal(streamEvents{Index: *job.ModifyIndex, Events: []streamEvent{{
 		Topic: "Job", Type: "JobRegistered", Key: *job.ID, Index: *job.ModifyIndex,
-		Payload: struct{ Job *api.Job }{job},
+		Payload: streamPayload{Job: job},
 	}}})
 	f.stream <- string(b)
 }
@@ -91,30 +91,30 @@ func TestStreamed(t *testing.T) {
 		woken bool
 	}{
 		{"a new job is cached", nil,
-			[]streamEvent{{Topic: "Job", Payload: struct{ Job *api.Job }{versioned("a", 5, 5, "batch")}}},
+			[]streamEvent{{Topic: "Job", Payload: streamPayload{Job: versioned("a", 5, 5, "batch")}}},
 			map[string][2]uint64{"default/a": {5, 5}}, true},
 		{"a newer version replaces the cached one", []*api.Job{versioned("a", 5, 5, "batch")},
-			[]streamEvent{{Topic: "Job", Payload: struct{ Job *api.Job }{versioned("a", 9, 9, "batch")}}},
+			[]streamEvent{{Topic: "Job", Payload: streamPayload{Job: versioned("a", 9, 9, "batch")}}},
 			map[string][2]uint64{"default/a": {9, 9}}, true},
 		{"a status change (same JobModifyIndex) replaces it too", []*api.Job{versioned("a", 5, 5, "batch")},
-			[]streamEvent{{Topic: "Job", Payload: struct{ Job *api.Job }{versioned("a", 5, 7, "batch")}}},
+			[]streamEvent{{Topic: "Job", Payload: streamPayload{Job: versioned("a", 5, 7, "batch")}}},
 			map[string][2]uint64{"default/a": {5, 7}}, true},
 		{"an older event than a read does not", []*api.Job{versioned("a", 9, 9, "batch")},
-			[]streamEvent{{Topic: "Job", Payload: struct{ Job *api.Job }{versioned("a", 5, 5, "batch")}}},
+			[]streamEvent{{Topic: "Job", Payload: streamPayload{Job: versioned("a", 5, 5, "batch")}}},
 			map[string][2]uint64{"default/a": {9, 9}}, false},
 		{"system jobs, other topics and empty payloads are skipped", nil,
 			[]streamEvent{
-				{Topic: "Job", Payload: struct{ Job *api.Job }{versioned("sys", 3, 3, "system")}},
-				{Topic: "Job", Payload: struct{ Job *api.Job }{versioned("sb", 3, 3, "sysbatch")}},
-				{Topic: "Allocation", Payload: struct{ Job *api.Job }{versioned("x", 3, 3, "batch")}},
+				{Topic: "Job", Payload: streamPayload{Job: versioned("sys", 3, 3, "system")}},
+				{Topic: "Job", Payload: streamPayload{Job: versioned("sb", 3, 3, "sysbatch")}},
+				{Topic: "Allocation", Payload: streamPayload{Job: versioned("x", 3, 3, "batch")}},
 				{Topic: "Job"},
 			},
 			map[string][2]uint64{}, false},
 		{"the last of several versions in one line wins", nil,
 			[]streamEvent{
-				{Topic: "Job", Payload: struct{ Job *api.Job }{versioned("a", 5, 5, "batch")}},
-				{Topic: "Job", Payload: struct{ Job *api.Job }{versioned("a", 6, 6, "batch")}},
-				{Topic: "Job", Payload: struct{ Job *api.Job }{versioned("b", 6, 6, "service")}},
+				{Topic: "Job", Payload: streamPayload{Job: versioned("a", 5, 5, "batch")}},
+				{Topic: "Job", Payload: streamPayload{Job: versioned("a", 6, 6, "batch")}},
+				{Topic: "Job", Payload: streamPayload{Job: versioned("b", 6, 6, "service")}},
 			},
 			map[string][2]uint64{"default/a": {6, 6}, "default/b": {6, 6}}, true},
 	} {
@@ -277,7 +277,7 @@ func TestObserveFollowsStream(t *testing.T) {
 	if err := <-done; err != context.Canceled {
 		t.Errorf("Follow returned %v after its context ended", err)
 	}
-	if want := fmt.Sprintf("index=%d&namespace=*&topic=Job", last); !slices.Contains(resumed, want) {
+	if want := fmt.Sprintf("index=%d&namespace=*&topic=Job,Evaluation", last); !slices.Contains(resumed, want) {
 		t.Errorf("subscriptions %q, want one resuming at the last index seen (%q)", resumed, want)
 	}
 }
@@ -290,7 +290,7 @@ func TestStreamRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `namespace capability "read-job" on namespace "*"`) {
 		t.Errorf("a refused subscription: %v, want the capability named", err)
 	}
-	if !slices.Equal(f.subscriptions, []string{"index=0&namespace=*&topic=Job"}) {
+	if !slices.Equal(f.subscriptions, []string{"index=0&namespace=*&topic=Job,Evaluation"}) {
 		t.Errorf("subscriptions %q, want one to topic Job from index 0", f.subscriptions)
 	}
 }
@@ -357,5 +357,46 @@ func TestResyncWhenTheIndexGoesBack(t *testing.T) {
 	defer c.mu.Unlock()
 	if c.feed.index != 0 {
 		t.Errorf("the stream resumes from index %d, want 0 (the start) after a resync", c.feed.index)
+	}
+}
+
+// A started job Nomad has not placed gets its reason from the stream's
+// evaluations when the stream has been open since before the job's version,
+// and from Nomad otherwise.
+func TestStreamedRefusal(t *testing.T) {
+	failed := func(jobModify, create uint64) *api.Evaluation {
+		return &api.Evaluation{Namespace: "default", JobID: "train", Status: api.EvalStatusComplete, JobModifyIndex: jobModify, CreateIndex: create,
+			FailedTGAllocs: map[string]*api.AllocationMetric{"train": {DimensionExhausted: map[string]int{"devices": 1}}}}
+	}
+	const reason = `task group "train": devices exhausted on 1 node(s)`
+	for _, tc := range []struct {
+		name    string
+		covers  bool
+		epoch   uint64 // the stream's epoch; from was set in epoch 1 at index 100
+		version uint64 // the job's JobModifyIndex
+		evals   []*api.Evaluation
+		why     string
+		ok      bool
+	}{
+		{"a failed evaluation of this version", true, 1, 150, []*api.Evaluation{failed(150, 151)}, reason, true},
+		{"none yet: Nomad has not answered", true, 1, 150, nil, "", true},
+		{"only an older version's", true, 1, 150, []*api.Evaluation{failed(120, 121)}, "", true},
+		{"the newest of several wins", true, 1, 150, []*api.Evaluation{failed(150, 152), failed(150, 151)}, reason, true},
+		{"a running or blocked evaluation is no answer", true, 1, 150, []*api.Evaluation{{Namespace: "default", JobID: "train", Status: "blocked", JobModifyIndex: 150, CreateIndex: 151}}, "", true},
+		{"a version from before the stream: ask", true, 1, 90, []*api.Evaluation{failed(90, 91)}, "", false},
+		{"the stream does not cover this round: ask", false, 1, 150, []*api.Evaluation{failed(150, 151)}, "", false},
+		{"subscribed again since: ask", true, 2, 150, []*api.Evaluation{failed(150, 151)}, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(nil, nil)
+			c.feed = feed{epoch: tc.epoch, live: true, from: 100, fromEpoch: 1}
+			for _, ev := range tc.evals {
+				c.streamedEval(ev)
+			}
+			why, ok := c.streamedRefusal(&loop.Job{ID: "default/train", ModifyIndex: tc.version}, tc.covers)
+			if why != tc.why || ok != tc.ok {
+				t.Errorf("= %q, %v; want %q, %v", why, ok, tc.why, tc.ok)
+			}
+		})
 	}
 }
