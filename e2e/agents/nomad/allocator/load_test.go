@@ -16,14 +16,16 @@ import (
 	"github.com/nomad-fft/nomad-fft/e2e/agents/nomad/internal/testenv"
 )
 
-// BenchmarkWarmRound200Jobs, BenchmarkWarmRound2000Jobs and BenchmarkWarmRound5000Jobs time
-// the warm rounds of a long-running fft-allocator (its job cache filled by the first round)
-// against a real Nomad server with that many managed jobs, registered held through the API,
-// on two fake-GPU clients with 64 GPUs each. Per warm round they report the Nomad API calls of the
-// observation and of the apply, the plan's changes, the Consul KV keys the round wrote and the
-// transactions it took, and the round's own duration (its phases).
+// BenchmarkWarmRound200Jobs to BenchmarkWarmRound20000Jobs time the warm rounds of a
+// long-running fft-allocator (its job cache filled by the first round and kept by Nomad's event
+// stream) against a real Nomad server with that many managed jobs, registered held through the
+// API, on two fake-GPU clients with 64 GPUs each. Per warm round they report the Nomad API calls
+// of the observation and of the apply, the plan's changes, the Consul KV keys the round wrote,
+// the transactions it took and the largest values stored, each phase's duration, and the
+// round's wall time as the allocator logged it (record included). FFT_BENCH_LOG_LEVEL sets
+// the allocator's log level (debug says which jobs a round read itself).
 //
-//	cd e2e/agents/nomad && FFT_E2E=1 go test -run '^$' -bench WarmRound -benchtime 3x -timeout 30m ./allocator/
+//	cd e2e/agents/nomad && FFT_E2E=1 go test -run '^$' -bench 'WarmRound(5000|20000)Jobs' -benchtime 3x -timeout 60m ./allocator/
 func BenchmarkWarmRound200Jobs(b *testing.B) { benchmarkWarmRound(b, 200) }
 
 func BenchmarkWarmRound2000Jobs(b *testing.B) { benchmarkWarmRound(b, 2000) }
