@@ -52,8 +52,10 @@ type feed struct {
 	wake chan struct{}
 	// synced is the epoch the last Observe started in while live (0: none).
 	synced uint64
-	// following counts running Follow calls.
+	// following counts running Follow calls; awaited is set once an
+	// Observe waited for the first subscription.
 	following int
+	awaited   bool
 	// from is the job list index of the first Observe in epoch fromEpoch:
 	// every evaluation that finished after it came on the stream.
 	from, fromEpoch uint64
@@ -251,9 +253,11 @@ func needsStream(err error) error {
 // not yet subscribed to do so, so that the round after this one already
 // takes changed jobs from the stream. The caller holds c.mu.
 func (c *Client) awaitFirstSubscription(ctx context.Context) {
-	if c.feed.following == 0 || c.feed.epoch > 0 {
+	// Once: a stream Nomad refuses must not hold up every round.
+	if c.feed.following == 0 || c.feed.epoch > 0 || c.feed.awaited {
 		return
 	}
+	c.feed.awaited = true
 	deadline := time.NewTimer(c.streamWait)
 	defer deadline.Stop()
 	for c.feed.epoch == 0 && c.feed.following > 0 {

@@ -400,3 +400,23 @@ func TestStreamedRefusal(t *testing.T) {
 		})
 	}
 }
+
+// A stream Nomad refuses holds up the first round by at most the wait, and
+// no later one.
+func TestRefusedStreamWaitsOnce(t *testing.T) {
+	f, c := newFake(t)
+	f.streamCode = http.StatusForbidden
+	c.streamWait, c.streamRetry = 300*time.Millisecond, time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.StartFollowing(ctx)
+	for round := 0; round < 3; round++ {
+		begin := time.Now()
+		if _, err := c.Observe(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(begin); round > 0 && took >= c.streamWait {
+			t.Errorf("round %d took %s: it waited again for a refused stream", round, took)
+		}
+	}
+}
