@@ -27,9 +27,11 @@ var (
 )
 
 // Client observes and changes a Nomad cluster for the allocator service.
-// Observe caches each job it reads by its JobModifyIndex, so a round costs
-// 3 list calls plus one read per new or changed job. Apply acts on the jobs
-// the last Observe returned.
+// Observe caches each job by its JobModifyIndex, kept current by Nomad's
+// event stream while Follow runs, so a round costs 3 list calls plus one
+// read per new or changed job the stream has not brought (every job, the
+// first round). Apply acts on the jobs the last Observe returned, several
+// jobs at once (WithApplyConcurrency).
 type Client struct {
 	nomad *api.Client
 	log   hclog.Logger
@@ -39,11 +41,29 @@ type Client struct {
 	// watchEvery is the least time between two blocking queries on one list.
 	watchEvery time.Duration
 	watchCalls atomic.Int64
+	// applyWorkers is how many jobs Apply writes at once.
+	applyWorkers int
 
 	mu sync.Mutex
-	// jobs caches full jobs by "namespace/id"; a job changed by Apply (or
-	// whose write failed) is dropped, so the next Observe re-reads it.
+	// jobs caches full jobs by "namespace/id", from reads and the event
+	// stream; a job Apply writes is dropped (Apply changes the cached
+	// value), so the next Observe takes it from the stream or reads it.
 	jobs map[string]*api.Job
+	// failedEvals are, by job, the newest evaluation the event stream
+	// showed finish with placements failed (streamedRefusal).
+	failedEvals map[string]*api.Evaluation
+	// reread are the jobs dropped whose write failed: no event brings
+	// them back, so the next Observe reads them without waiting.
+	reread map[string]bool
+	// feed is the event stream's state (stream.go); streamWait bounds how
+	// long Observe waits for it.
+	feed       feed
+	streamWait time.Duration
+	// streamRetry is the first wait before subscribing again.
+	streamRetry time.Duration
+	// listIndex is the index of the last job list: one lower means
+	// Nomad's state went back (resync).
+	listIndex uint64
 	// poolWarning is the last warning logged about the GPU pool, so that a
 	// lasting condition is logged once.
 	poolWarning string
@@ -57,7 +77,15 @@ func New(nomad *api.Client, log hclog.Logger) *Client {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Client{nomad: nomad, log: log, jobs: map[string]*api.Job{}, watchEvery: watchInterval}
+	return &Client{nomad: nomad, log: log, jobs: map[string]*api.Job{}, reread: map[string]bool{}, failedEvals: map[string]*api.Evaluation{}, watchEvery: watchInterval,
+		applyWorkers: DefaultApplyConcurrency, streamWait: defaultStreamWait, streamRetry: streamBackoff}
+}
+
+// WithApplyConcurrency sets how many jobs Apply writes at once (at least
+// 1; default DefaultApplyConcurrency) and returns the client.
+func (c *Client) WithApplyConcurrency(n int) *Client {
+	c.applyWorkers = max(1, n)
+	return c
 }
 
 // WithNodePool sets the GPU node pool and returns the client: capacity is
@@ -92,14 +120,26 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 		snap.Hosts = placement.WithJobs(hosts, held)
 	}()
 
+	c.mu.Lock()
+	c.awaitFirstSubscription(ctx)
+	covers := c.streamCovers()
+	c.mu.Unlock()
 	q := (&api.QueryOptions{Namespace: "*"}).WithContext(ctx)
-	stubs, _, err := c.nomad.Jobs().List(q)
+	stubs, meta, err := c.nomad.Jobs().List(q)
 	snap.Calls++
 	if err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", needs(err, capListJobs))
 	}
+	if c.resync(meta.LastIndex) {
+		covers = false
+	}
+	c.markFrom(meta.LastIndex)
+	reads, err := c.refresh(ctx, stubs, covers)
+	snap.Calls += reads
+	if err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	present := map[string]bool{}
 	dead := map[string]bool{}
 	var managed []*api.Job
@@ -112,13 +152,9 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 		present[key] = true
 		dead[key] = s.Status == "dead"
 		job := c.jobs[key]
-		if job == nil || job.JobModifyIndex == nil || *job.JobModifyIndex != s.JobModifyIndex {
-			job, _, err = c.nomad.Jobs().Info(s.ID, (&api.QueryOptions{Namespace: s.Namespace}).WithContext(ctx))
-			snap.Calls++
-			if err != nil {
-				return nil, fmt.Errorf("reading job %q: %w", key, needs(err, capReadJob))
-			}
-			c.jobs[key] = job
+		if job == nil {
+			// Purged between the list and its read: the next round sees it gone.
+			continue
 		}
 		if jobmeta.Managed(job.Meta) {
 			c.observed[key] = true
@@ -130,6 +166,15 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 			delete(c.jobs, key)
 		}
 	}
+	for key := range c.failedEvals {
+		if !present[key] {
+			delete(c.failedEvals, key)
+		}
+	}
+	// The jobs in managed stay as they are (Apply edits only jobs it took
+	// out of the cache): the lock need not cover the rest, and the event
+	// stream goes on meanwhile.
+	c.mu.Unlock()
 	if len(managed) == 0 {
 		return snap, nil
 	}
@@ -166,11 +211,15 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 		observeAllocs(&j, byJob[key], dead[key])
 		j.UnhealthyGPU = holdsUnhealthy(byJob[key], unhealthy)
 		if !j.Held() && !j.Finished && len(j.Allocs) == 0 && len(j.Pinned) > 0 {
-			// Started and pinned, yet nothing placed: ask Nomad why.
-			why, err := c.refused(ctx, &j)
-			snap.Calls++
-			if err != nil {
-				return nil, fmt.Errorf("reading the evaluations of job %q: %w", key, needs(err, capReadJob))
+			// Started and pinned, yet nothing placed: why, from the stream's
+			// evaluations, else ask Nomad.
+			why, ok := c.streamedRefusal(&j, covers)
+			if !ok {
+				why, err = c.refused(ctx, &j)
+				snap.Calls++
+				if err != nil {
+					return nil, fmt.Errorf("reading the evaluations of job %q: %w", key, needs(err, capReadJob))
+				}
 			}
 			j.Refused = why
 		}
@@ -432,44 +481,73 @@ func poolWarning(pool string, inside, outside int) string {
 // Apply carries out the plan: parks first (gate, then stop the job's
 // allocations; the gate blocks their reschedule), then migrations and
 // starts (move the job into the GPU pool, lift the gate and steer the GPU
-// request to the model, in one registration). Every job write is a
-// check-and-set registration at the JobModifyIndex the round observed, so a
-// user's concurrent update wins and the job is re-read next round. A change
-// the job already shows costs no call.
+// request to the model, in one registration). Within each stage up to
+// WithApplyConcurrency jobs are written at once; one job's calls stay in
+// order. Every job write is a check-and-set registration at the
+// JobModifyIndex the round observed, so a user's concurrent update wins and
+// the job is re-read next round. A change the job already shows costs no
+// call. Every change ends applied, a conflict or an error naming its job.
 func (c *Client) Apply(ctx context.Context, p *loop.Plan) loop.ApplyResult {
-	var res loop.ApplyResult
-	changes := p.Changes()
+	var (
+		mu  sync.Mutex
+		res loop.ApplyResult
+	)
 	// With one "applied" line per change, it tells how far an apply got.
-	c.log.Trace("applying", "changes", len(changes))
-	for _, ch := range changes {
-		if err := c.apply(ctx, ch, &res); err != nil {
-			if errors.Is(err, errConflict) {
+	c.log.Trace("applying", "changes", len(p.Park)+len(p.Migrate)+len(p.Start))
+	for _, stage := range [][]loop.Change{p.Park, append(slices.Clip(p.Migrate), p.Start...)} {
+		_ = forEach(ctx, len(stage), c.applyWorkers, func(ctx context.Context, k int) error {
+			ch := stage[k]
+			calls, err := c.apply(ctx, ch)
+			mu.Lock()
+			defer mu.Unlock()
+			res.Calls += calls
+			switch {
+			case errors.Is(err, errConflict):
 				res.Conflicts = append(res.Conflicts, ch.Job.ID)
-			} else {
+			case err != nil:
 				res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %v", ch.Action, ch.Job.ID, err))
+			default:
+				if res.Applied == nil {
+					res.Applied = map[loop.Action]int{}
+				}
+				res.Applied[ch.Action]++
 			}
-			continue
-		}
-		if res.Applied == nil {
-			res.Applied = map[loop.Action]int{}
-		}
-		res.Applied[ch.Action]++
+			return nil
+		})
 	}
+	// The same plan gives the same record, whichever write finished first.
+	sort.Strings(res.Conflicts)
+	sort.Strings(res.Errors)
 	return res
 }
 
 var errConflict = errors.New("job modify index changed")
 
-func (c *Client) apply(ctx context.Context, ch loop.Change, res *loop.ApplyResult) error {
+// apply makes one change and returns the API calls it made.
+func (c *Client) apply(ctx context.Context, ch loop.Change) (calls int, err error) {
 	j := ch.Job
+	if ch.Action != loop.ActionStart && ch.Action != loop.ActionMigrate && ch.Action != loop.ActionPark {
+		return 0, nil
+	}
 	c.mu.Lock()
 	cached := c.jobs[j.ID]
-	// Whatever happens, read the job afresh next round.
+	if cached == nil || cached.JobModifyIndex == nil || *cached.JobModifyIndex != j.ModifyIndex {
+		// Changed since the round observed it: the cache holds the newer
+		// version, or the stream brings it.
+		c.mu.Unlock()
+		return 0, fmt.Errorf("%w: the job is not the one observed", errConflict)
+	}
+	// The change edits the cached job: take it out, so the next round
+	// takes the job as Nomad has it from the stream, or reads it.
 	delete(c.jobs, j.ID)
 	c.mu.Unlock()
-	if cached == nil || cached.JobModifyIndex == nil || *cached.JobModifyIndex != j.ModifyIndex {
-		return fmt.Errorf("%w: the job is not the one observed", errConflict)
-	}
+	defer func() {
+		if err != nil && !errors.Is(err, errConflict) {
+			c.mu.Lock()
+			c.reread[j.ID] = true
+			c.mu.Unlock()
+		}
+	}()
 	job := cached
 	changed := false
 	switch ch.Action {
@@ -481,38 +559,43 @@ func (c *Client) apply(ctx context.Context, ch loop.Change, res *loop.ApplyResul
 		}
 		if SteeredModel(job) != ch.Model {
 			if err := Steer(job, ch.Model); err != nil {
-				return err
+				return calls, err
 			}
 			changed = true
 		}
 	case loop.ActionPark:
 		changed = SetGate(job, true)
-	default:
-		return nil
 	}
 	if changed {
 		wq := (&api.WriteOptions{Namespace: j.Namespace}).WithContext(ctx)
 		_, _, err := c.nomad.Jobs().EnforceRegister(job, j.ModifyIndex, wq)
-		res.Calls++
+		calls++
 		if err != nil {
 			// Nomad reports a lost check-and-set only in the message (its
 			// own CLI tests for the same prefix).
 			if strings.Contains(err.Error(), api.RegisterEnforceIndexErrPrefix) {
-				return fmt.Errorf("%w: %v", errConflict, err)
+				return calls, fmt.Errorf("%w: %v", errConflict, err)
 			}
-			return fmt.Errorf("registering: %w", needs(err, capSubmitJob))
+			return calls, fmt.Errorf("registering: %w", needs(err, capSubmitJob))
 		}
+	} else {
+		// Nothing written, nothing edited: the cached job is still Nomad's.
+		c.mu.Lock()
+		if c.jobs[j.ID] == nil {
+			c.jobs[j.ID] = cached
+		}
+		c.mu.Unlock()
 	}
 	if ch.Action == loop.ActionPark {
 		for _, id := range j.Allocs {
 			wq := (&api.QueryOptions{Namespace: j.Namespace}).WithContext(ctx)
 			_, err := c.nomad.Allocations().Stop(&api.Allocation{ID: id, Namespace: j.Namespace}, wq)
-			res.Calls++
+			calls++
 			if err != nil {
-				return fmt.Errorf("stopping allocation %s: %w", id, needs(err, capAllocLifecycle))
+				return calls, fmt.Errorf("stopping allocation %s: %w", id, needs(err, capAllocLifecycle))
 			}
 		}
 	}
 	c.log.Info("applied", "action", ch.Action, "job", j.ID, "model", ch.Model, "nodes", ch.Hosts())
-	return nil
+	return calls, nil
 }

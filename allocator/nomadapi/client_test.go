@@ -3,12 +3,16 @@ package nomadapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 
@@ -26,13 +30,37 @@ type fakeNomad struct {
 	requests  []string
 	registers []*api.JobRegisterRequest
 	stopped   []string
+	// The event stream (stream_test.go): lines to send, the answer code
+	// when not 0, and whether a registration publishes its job.
+	stream        chan string
+	headerIndex   uint64
+	streamDelay   time.Duration
+	subscriptions []string
+	streamCode    int
+	autoEvents    bool
+	index         uint64
+	// failRegister answers a registration of these job IDs with a 500.
+	failRegister map[string]bool
+	// delay holds every request that long before it is served (outside
+	// the lock); inflight and maxInflight count requests being served.
+	delay                 time.Duration
+	inflight, maxInflight atomic.Int64
 }
 
 func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := f.inflight.Add(1)
+	defer f.inflight.Add(-1)
+	for m := f.maxInflight.Load(); n > m && !f.maxInflight.CompareAndSwap(m, n); m = f.maxInflight.Load() {
+	}
+	time.Sleep(f.delay)
+	if r.URL.Path == "/v1/event/stream" {
+		f.serveStream(w, r)
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
-	w.Header().Set("X-Nomad-Index", "1")
+	w.Header().Set("X-Nomad-Index", fmt.Sprint(max(1, f.headerIndex)))
 	send := func(v any) { _ = json.NewEncoder(w).Encode(v) }
 	switch {
 	case r.URL.Path == "/v1/nodes":
@@ -52,6 +80,10 @@ func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case (r.URL.Path == "/v1/jobs" || strings.HasPrefix(r.URL.Path, "/v1/job/")) && r.Method != http.MethodGet:
 		var req api.JobRegisterRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
+		if f.failRegister[*req.Job.ID] {
+			http.Error(w, "no leader", http.StatusInternalServerError)
+			return
+		}
 		cur := f.jobs[*req.Job.ID]
 		if req.EnforceIndex && req.JobModifyIndex != *cur.JobModifyIndex {
 			http.Error(w, "1 error occurred:\n\t* Enforcing job modify index "+
@@ -59,9 +91,13 @@ func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.registers = append(f.registers, &req)
-		idx := *cur.JobModifyIndex + 1
-		req.Job.JobModifyIndex = &idx
+		idx := max(*cur.JobModifyIndex, f.index) + 1
+		f.index = idx
+		req.Job.JobModifyIndex, req.Job.ModifyIndex = &idx, &idx
 		f.jobs[*req.Job.ID] = req.Job
+		if f.autoEvents {
+			f.publishLocked(req.Job)
+		}
 		send(api.JobRegisterResponse{EvalID: "eval"})
 	case r.URL.Path == "/v1/allocations":
 		send(f.allocs)
@@ -90,6 +126,7 @@ func nomadJob(id string, meta map[string]string, gated bool) *api.Job {
 	j := gpuJob("nvidia/gpu", 2, 1)
 	ns, typ, idx := "default", "batch", uint64(10)
 	j.ID, j.Namespace, j.Type, j.JobModifyIndex, j.Meta = &id, &ns, &typ, &idx, meta
+	j.ModifyIndex = new(idx)
 	if gated {
 		SetGate(j, true)
 	}
@@ -267,5 +304,87 @@ func TestApplyConflict(t *testing.T) {
 	res = c.Apply(ctx, loop.Diff(snap.Jobs, map[string]string{"default/train": "A100"}))
 	if len(res.Conflicts) != 0 || len(f.registers) != 1 || f.registers[0].JobModifyIndex != 11 {
 		t.Errorf("retry next round: %+v, registers %d", res, len(f.registers))
+	}
+}
+
+// Apply writes up to WithApplyConcurrency jobs at once, every park before
+// any start, and a job whose write fails is an error naming it while every
+// other change is applied.
+func TestApplyConcurrent(t *testing.T) {
+	for _, tc := range []struct {
+		workers int
+		fail    []string
+	}{
+		{1, nil},
+		{4, nil},
+		{4, []string{"s03", "p07"}},
+		{64, []string{"s00"}},
+	} {
+		t.Run(fmt.Sprintf("workers=%d,fail=%v", tc.workers, tc.fail), func(t *testing.T) {
+			f, c := newFake(t)
+			c.WithApplyConcurrency(tc.workers)
+			f.delay = 2 * time.Millisecond
+			f.failRegister = map[string]bool{}
+			for _, id := range tc.fail {
+				f.failRegister[id] = true
+			}
+			meta := map[string]string{"fft.work": "10", "fft.throughput": "A100=2"}
+			assignment := map[string]string{}
+			for i := 0; i < 12; i++ {
+				p, s := fmt.Sprintf("p%02d", i), fmt.Sprintf("s%02d", i)
+				f.jobs[p] = nomadJob(p, meta, false)
+				f.jobs[s] = nomadJob(s, meta, true)
+				f.allocs = append(f.allocs, &api.AllocationListStub{ID: "a" + p, Namespace: "default", JobID: p, DesiredStatus: "run", ClientStatus: "running"})
+				assignment["default/"+s] = "A100"
+			}
+			ctx := context.Background()
+			snap, err := c.Observe(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := loop.Diff(snap.Jobs, assignment)
+			if len(plan.Park) != 12 || len(plan.Start) != 12 {
+				t.Fatalf("plan %s, want 12 parks and 12 starts", plan.GoString())
+			}
+			f.maxInflight.Store(0)
+			res := c.Apply(ctx, plan)
+
+			var wantErrs []string
+			for _, id := range tc.fail {
+				action := map[byte]string{'p': "park", 's': "start"}[id[0]]
+				wantErrs = append(wantErrs, fmt.Sprintf("%s default/%s: registering: ", action, id))
+			}
+			slices.Sort(wantErrs)
+			if len(res.Errors) != len(wantErrs) {
+				t.Fatalf("errors %q, want %d naming %v", res.Errors, len(wantErrs), tc.fail)
+			}
+			for k, e := range res.Errors {
+				if !strings.HasPrefix(e, wantErrs[k]) {
+					t.Errorf("error %q, want it to start %q", e, wantErrs[k])
+				}
+			}
+			failedParks := 0
+			for _, id := range tc.fail {
+				if id[0] == 'p' {
+					failedParks++
+				}
+			}
+			want := map[loop.Action]int{loop.ActionPark: 12 - failedParks, loop.ActionStart: 12 - (len(tc.fail) - failedParks)}
+			// 24 registrations (failed ones included) and a stop per parked allocation.
+			if !reflect.DeepEqual(res.Applied, want) || res.Calls != 24+12-failedParks || len(res.Conflicts) != 0 {
+				t.Errorf("applied %v in %d calls, conflicts %v; want %v in %d", res.Applied, res.Calls, res.Conflicts, want, 24+12-failedParks)
+			}
+			if m := f.maxInflight.Load(); m > int64(tc.workers) || (tc.workers > 1 && m < 2) {
+				t.Errorf("%d requests at once, want 2 to %d", m, tc.workers)
+			}
+			seenStart := false
+			for _, r := range f.registers {
+				if !Gated(r.Job) {
+					seenStart = true
+				} else if seenStart {
+					t.Errorf("park of %s registered after a start", *r.Job.ID)
+				}
+			}
+		})
 	}
 }

@@ -40,6 +40,8 @@ type fileConfig struct {
 	ReadAuth     *string `hcl:"read_auth,optional"`
 	// -audit-rounds.
 	AuditRounds *int `hcl:"audit_rounds,optional"`
+	// -apply-concurrency.
+	ApplyConcurrency *int `hcl:"apply_concurrency,optional"`
 	// -throughput-priors.
 	ThroughputPriors *string `hcl:"throughput_priors,optional"`
 	// The -tls-* flags: the HTTP API's own TLS.
@@ -178,6 +180,9 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 	}
 	if fc.AuditRounds != nil && !set["audit-rounds"] {
 		f.auditRounds = *fc.AuditRounds
+	}
+	if fc.ApplyConcurrency != nil && !set["apply-concurrency"] {
+		f.applyConcurrency = *fc.ApplyConcurrency
 	}
 	if err := dur("round", "round", &f.round, fc.Round); err != nil {
 		return eng, err

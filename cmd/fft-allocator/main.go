@@ -72,6 +72,8 @@ type flags struct {
 	id               string
 	leaderTTL        time.Duration
 	auditRounds      int
+	// applyConcurrency is how many jobs a round's apply writes to Nomad at once.
+	applyConcurrency int
 	config           string
 	// progressAuth is how progress reports are authenticated: "nomad"
 	// (the task's workload identity, verified by Nomad) or "none".
@@ -131,6 +133,7 @@ func parse(args []string, stderr io.Writer) (_ *flags, err error) {
 	fs.StringVar(&f.readAuth, "read-auth", progressAuthNomad, `Who may read GET /v1/status and /ui: "nomad" needs a Nomad ACL token (X-Nomad-Token) and shows the jobs of the namespaces it may read, nothing without one (/v1/health stays open); "none" shows every job to anyone (clusters without Nomad ACLs, such as fftctl dev's).`)
 	fs.StringVar(&f.throughputPriors, "throughput-priors", "", "A CSV of throughput priors for jobs that declare no throughput (header model,family,speed,log_sd; speed relative to a V100, as allocator/profile's embedded table): its rows replace the embedded Gavel-derived ones with the same model and family, and add the others.")
 	fs.IntVar(&f.auditRounds, "audit-rounds", consulstore.DefaultAuditRounds, "How many of the latest round records the audit log in Consul keeps; each round deletes the one that many rounds older.")
+	fs.IntVar(&f.applyConcurrency, "apply-concurrency", nomadapi.DefaultApplyConcurrency, "How many jobs a round's apply writes to Nomad at once (parks first, then starts and migrations); each job's own calls stay in order.")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -156,6 +159,9 @@ func parse(args []string, stderr io.Writer) (_ *flags, err error) {
 	}
 	if f.metricsPerJobMax < 1 {
 		return nil, fmt.Errorf("-metrics-per-job-max=%d: want at least 1 (the most fft_job_rho series exported)", f.metricsPerJobMax)
+	}
+	if f.applyConcurrency < 1 {
+		return nil, fmt.Errorf("-apply-concurrency=%d: want at least 1 (jobs written to Nomad at once)", f.applyConcurrency)
 	}
 	if f.auditRounds < 1 {
 		return nil, fmt.Errorf("-audit-rounds=%d: want at least 1 (the audit log keeps that many of the latest rounds)", f.auditRounds)
@@ -225,7 +231,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	cfg := f.engine
 	cfg.RoundSeconds = f.round.Seconds()
-	na := nomadapi.New(nc, log.Named("nomad")).WithNodePool(f.nodePool)
+	na := nomadapi.New(nc, log.Named("nomad")).WithNodePool(f.nodePool).WithApplyConcurrency(f.applyConcurrency)
 	store := consulstore.New(cc, f.prefix).WithLog(log.Named("leader").Info).WithAuditRounds(f.auditRounds)
 	pol, err := f.newPolicy(cfg)
 	if err != nil {
@@ -296,6 +302,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	_ = store.Lead(ctx, f.id, f.leaderTTL, func(lctx context.Context) {
 		svc.Lead(true)
 		defer svc.Lead(false)
+		// While leading, Nomad's event stream keeps the job cache current, so rounds
+		// read no job the stream brought.
+		na.StartFollowing(lctx)
 		_ = svc.Run(lctx, f.round)
 	})
 	log.Info("stopped")

@@ -86,6 +86,19 @@ func TestACLPoliciesAndReports(t *testing.T) {
 		"-round", "1h", "-min-round-gap", "0", "-http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort))...)
 	allocA := waitAllocWithin(t, 60*time.Second, c.API, proc, "job-a", "running", "")
 	waitAllocWithin(t, 30*time.Second, c.API, proc, "job-b", "running", "")
+	// The shipped policy lets the leader follow Nomad's event stream (topic Job, every namespace).
+	testenv.Eventually(t, 30*time.Second, 250*time.Millisecond, "the leader following the event stream", func() error {
+		raw, err := os.ReadFile(proc.LogPath)
+		switch {
+		case err != nil:
+			return err
+		case strings.Contains(string(raw), "event stream broke"):
+			t.Fatalf("the event stream failed with the shipped policy:\n%s", raw)
+		case !strings.Contains(string(raw), "following Nomad's event stream"):
+			return fmt.Errorf("no subscription logged yet")
+		}
+		return nil
+	})
 
 	// Reports: job-a's task token reports for job-a only.
 	tokenA := taskToken(t, c.API, allocA)

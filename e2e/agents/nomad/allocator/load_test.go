@@ -1,9 +1,12 @@
 package allocator
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,19 +16,23 @@ import (
 	"github.com/nomad-fft/nomad-fft/e2e/agents/nomad/internal/testenv"
 )
 
-// BenchmarkWarmRound200Jobs, BenchmarkWarmRound2000Jobs and BenchmarkWarmRound5000Jobs time
-// the warm rounds of a long-running fft-allocator (its job cache filled by the first round)
-// against a real Nomad server with that many managed jobs, registered held through the API,
-// on two fake-GPU clients with 64 GPUs each. Per warm round they report the Nomad API calls of the
-// observation and of the apply, the plan's changes, the Consul KV keys the round wrote and the
-// transactions it took, and the round's own duration (its phases).
+// BenchmarkWarmRound200Jobs to BenchmarkWarmRound20000Jobs time the warm rounds of a
+// long-running fft-allocator (its job cache filled by the first round and kept by Nomad's event
+// stream) against a real Nomad server with that many managed jobs, registered held through the
+// API, on two fake-GPU clients with 64 GPUs each. Per warm round they report the Nomad API calls
+// of the observation and of the apply, the plan's changes, the Consul KV keys the round wrote,
+// the transactions it took and the largest values stored, each phase's duration, and the
+// round's wall time as the allocator logged it (record included). FFT_BENCH_LOG_LEVEL sets
+// the allocator's log level (debug says which jobs a round read itself).
 //
-//	cd e2e/agents/nomad && FFT_E2E=1 go test -run '^$' -bench WarmRound -benchtime 3x -timeout 30m ./allocator/
+//	cd e2e/agents/nomad && FFT_E2E=1 go test -run '^$' -bench 'WarmRound(5000|20000)Jobs' -benchtime 3x -timeout 60m ./allocator/
 func BenchmarkWarmRound200Jobs(b *testing.B) { benchmarkWarmRound(b, 200) }
 
 func BenchmarkWarmRound2000Jobs(b *testing.B) { benchmarkWarmRound(b, 2000) }
 
 func BenchmarkWarmRound5000Jobs(b *testing.B) { benchmarkWarmRound(b, 5000) }
+
+func BenchmarkWarmRound20000Jobs(b *testing.B) { benchmarkWarmRound(b, 20000) }
 
 func benchmarkWarmRound(b *testing.B, jobs int) {
 	st := startStack(b, []testenv.FakeGPUClient{
@@ -37,13 +44,15 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 	registerMany(b, c.API, base, jobs)
 
 	// Rounds long enough that one never runs into the next.
-	st.allocator(b, "fft-allocator", "-round", "20s", "-min-round-gap", "0", "-http-addr", "", "-log-level", "info")
+	level := cmp.Or(os.Getenv("FFT_BENCH_LOG_LEVEL"), "info")
+	proc := st.allocator(b, "fft-allocator", "-round", "20s", "-min-round-gap", "0", "-http-addr", "", "-log-level", level)
 	waitRecord(b, cs, 0, 10*time.Minute) // the cold round reads every job
 	// A round's job records may follow its record in more transactions: wait for them.
 	const recordTail = 2 * time.Second
 	time.Sleep(recordTail)
 	_, _, before := written(b, cs, 0)
-	var observe, apply, changes, keys, txns, seconds float64
+	var observe, apply, changes, keys, txns, seconds, wall, recordKiB, chunkKiB float64
+	phase := map[string]float64{}
 	b.ResetTimer()
 	for n := 1; n <= b.N; n++ {
 		rec := waitRecord(b, cs, n, 2*time.Minute)
@@ -57,20 +66,64 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 		for _, k := range rec.Apply.Applied {
 			changes += float64(k)
 		}
-		for _, d := range rec.Phases {
+		for name, d := range rec.Phases {
 			seconds += d
+			phase[name] += d
 		}
-		k, x, last := written(b, cs, before)
+		w := roundWall(b, proc.LogPath, n)
+		wall += w
+		b.Logf("round %d: %.2f s, observe %d calls, apply %d calls, phases %v", n, w, rec.ObserveCalls, rec.Apply.Calls, rec.Phases)
+		k, x, last, largest := writtenSizes(b, cs, before)
 		keys, txns, before = keys+float64(k), txns+float64(x), last
+		recordKiB, chunkKiB = max(recordKiB, float64(largest["rounds"])/1024), max(chunkKiB, float64(largest["jobs"])/1024)
 		b.StartTimer()
 	}
 	per := func(v float64) float64 { return v / float64(b.N) }
+	if raw, err := os.ReadFile(proc.LogPath); err == nil {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if strings.Contains(line, "event stream") || strings.Contains(line, "the event stream has not brought") {
+				b.Log(line)
+			}
+		}
+	}
 	b.ReportMetric(per(observe), "observe-calls/op")
 	b.ReportMetric(per(apply), "apply-calls/op")
 	b.ReportMetric(per(changes), "changes/op")
 	b.ReportMetric(per(keys), "kv-keys-written/op")
 	b.ReportMetric(per(txns), "kv-txns/op")
 	b.ReportMetric(per(seconds), "round-s/op")
+	b.ReportMetric(per(wall), "wall-s/op")
+	b.ReportMetric(recordKiB, "record-max-KiB")
+	b.ReportMetric(chunkKiB, "job-chunk-max-KiB")
+	for _, name := range []string{"observe", "solve", "place", "claim", "apply", "record"} {
+		b.ReportMetric(per(phase[name]), name+"-s/op")
+	}
+}
+
+// roundWall is round n's duration as the allocator logged it when the round was done: from
+// loading the ledger to the last Consul write, the phases and the record's writes included.
+func roundWall(b *testing.B, logPath string, n int) float64 {
+	b.Helper()
+	raw, err := os.ReadFile(logPath)
+	if err != nil {
+		b.Fatalf("reading the allocator's log: %v", err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.Contains(line, "round done") || !strings.Contains(line, fmt.Sprintf(" round=%d ", n)) {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "duration="); ok {
+				d, err := time.ParseDuration(v)
+				if err != nil {
+					b.Fatalf("round %d's duration %q: %v", n, v, err)
+				}
+				return d.Seconds()
+			}
+		}
+	}
+	b.Fatalf("no \"round done\" line for round %d in %s", n, logPath)
+	return 0
 }
 
 // registerMany registers n copies of base (load-0000, ...), held outside the GPU pool, with
@@ -165,6 +218,13 @@ func kvRaw(cs *testenv.Consul, key string) ([]byte, error) {
 // written counts the keys below the prefix (the leader lock aside) written after index, and
 // the distinct indexes (one per transaction) they were written at; last is the highest index.
 func written(b *testing.B, cs *testenv.Consul, index uint64) (keys, txns int, last uint64) {
+	keys, txns, last, _ = writtenSizes(b, cs, index)
+	return keys, txns, last
+}
+
+// writtenSizes is written, plus the largest stored value (gzipped when large) among those keys
+// by kind ("rounds", "jobs"): Consul takes a value of at most 512 KiB, the store 320 KiB.
+func writtenSizes(b *testing.B, cs *testenv.Consul, index uint64) (keys, txns int, last uint64, largest map[string]int) {
 	b.Helper()
 	body, code, err := cs.Get("/v1/kv/" + prefix + "/?recurse=true")
 	if err != nil || code != http.StatusOK {
@@ -176,12 +236,15 @@ func written(b *testing.B, cs *testenv.Consul, index uint64) (keys, txns int, la
 	}
 	at := map[uint64]bool{}
 	last = index
+	largest = map[string]int{}
 	for _, p := range pairs {
 		if p.ModifyIndex > index && p.Key != prefix+"/leader" {
 			keys++
 			at[p.ModifyIndex] = true
 			last = max(last, p.ModifyIndex)
+			kind, _, _ := strings.Cut(strings.TrimPrefix(p.Key, prefix+"/"), "/")
+			largest[kind] = max(largest[kind], len(p.Value))
 		}
 	}
-	return keys, len(at), last
+	return keys, len(at), last, largest
 }
