@@ -169,13 +169,8 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("path %v: PUT /v1/progress/<namespace>/<job>", err))
 			return
 		}
-		alloc, jobIndex, denied := o.allocOf(r, ns, job)
-		if denied == nil {
-			denied = o.takeJob(ns, job)
-		}
-		if denied != nil {
-			s.opts.log.Warn("progress report refused", "job", ns+"/"+job, "error", denied.msg)
-			denied.write(w)
+		alloc, jobIndex, ok := o.admit(w, r, s, ns, job, "progress report")
+		if !ok {
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxProgressBody))
@@ -215,6 +210,22 @@ func progressHandler(s *Service, o *handlerOptions) http.Handler {
 	})
 }
 
+// admit authenticates a request of a job's task (allocOf) and takes it from
+// the job's rate limit; a refused one is answered, logged as what was refused,
+// and admit reports false.
+func (o *handlerOptions) admit(w http.ResponseWriter, r *http.Request, s *Service, ns, job, what string) (alloc string, createIndex uint64, ok bool) {
+	alloc, createIndex, denied := o.allocOf(r, ns, job)
+	if denied == nil {
+		denied = o.takeJob(ns, job)
+	}
+	if denied != nil {
+		s.opts.log.Warn(what+" refused", "job", ns+"/"+job, "error", denied.msg)
+		denied.write(w)
+		return "", 0, false
+	}
+	return alloc, createIndex, true
+}
+
 // takeJob takes one of job ns/job's requests from its rate limit.
 func (o *handlerOptions) takeJob(ns, job string) *authError {
 	if ok, wait := o.perJob.take(ns + "/" + job); !ok {
@@ -242,13 +253,8 @@ func incarnationHandler(s *Service, o *handlerOptions) http.Handler {
 			writeError(w, http.StatusBadRequest, "name the asking allocation: GET /v1/incarnation/<namespace>/<job>?alloc=$NOMAD_ALLOC_ID")
 			return
 		}
-		alloc, index, denied := o.allocOf(r, ns, job)
-		if denied == nil {
-			denied = o.takeJob(ns, job)
-		}
-		if denied != nil {
-			s.opts.log.Warn("incarnation refused", "job", ns+"/"+job, "error", denied.msg)
-			denied.write(w)
+		alloc, index, ok := o.admit(w, r, s, ns, job, "incarnation")
+		if !ok {
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"job": ns + "/" + job, "alloc": alloc, "create_index": index})

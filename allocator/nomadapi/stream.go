@@ -258,25 +258,7 @@ func (c *Client) awaitFirstSubscription(ctx context.Context) {
 		return
 	}
 	c.feed.awaited = true
-	deadline := time.NewTimer(c.streamWait)
-	defer deadline.Stop()
-	for c.feed.epoch == 0 && c.feed.following > 0 {
-		if c.feed.wake == nil {
-			c.feed.wake = make(chan struct{})
-		}
-		wake := c.feed.wake
-		c.mu.Unlock()
-		select {
-		case <-wake:
-			c.mu.Lock()
-		case <-deadline.C:
-			c.mu.Lock()
-			return
-		case <-ctx.Done():
-			c.mu.Lock()
-			return
-		}
-	}
+	c.waitFeed(ctx, func() bool { return c.feed.epoch == 0 && c.feed.following > 0 })
 }
 
 // streamCovers reports whether the stream has been open since before the
@@ -296,9 +278,16 @@ func (c *Client) streamCovers() bool {
 // stream still has to bring, or the stream breaks. It returns with c.mu
 // held, as it was called.
 func (c *Client) awaitStream(ctx context.Context, stale func() int) {
+	c.waitFeed(ctx, func() bool { return stale() > 0 && c.feed.live })
+}
+
+// waitFeed waits while more holds, at most c.streamWait, checking again on
+// each wake of the stream. It is called with c.mu held, releases it while
+// it waits, and returns with it held.
+func (c *Client) waitFeed(ctx context.Context, more func() bool) {
 	deadline := time.NewTimer(c.streamWait)
 	defer deadline.Stop()
-	for stale() > 0 && c.feed.live {
+	for more() {
 		if c.feed.wake == nil {
 			c.feed.wake = make(chan struct{})
 		}
