@@ -185,7 +185,12 @@ throughput = "NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=3"`, py, pyDir, torch
 	}
 
 	// Ask for a checkpoint and SIGKILL the task in the middle of writing it.
-	ckptDir := filepath.Join(shared, "default", jobID, "main", taskName)
+	// The driver keeps a job's checkpoints per registration (its create index).
+	reg, _, err := c.API.Jobs().Info(jobID, nil)
+	if err != nil {
+		t.Fatalf("reading the job: %v", err)
+	}
+	ckptDir := filepath.Join(shared, "default", jobID, fmt.Sprintf("create-index-%d", *reg.CreateIndex), "main", taskName)
 	if err := c.API.Allocations().Signal(moved, nil, taskName, "SIGUSR1"); err != nil {
 		t.Fatalf("signalling the task: %v", err)
 	}
