@@ -85,8 +85,11 @@ type Status struct {
 	// Leading is true while this replica holds the leader lock and runs rounds.
 	Leading bool `json:"leading"`
 	// NextRound is the round the ledger will run next (-1 before loading).
-	NextRound int               `json:"next_round"`
-	LastError string            `json:"last_error,omitempty"`
+	NextRound int    `json:"next_round"`
+	LastError string `json:"last_error,omitempty"`
+	// LockError says why this replica cannot take the leader lock (SetLockError), with the
+	// fix; empty while it leads or waits behind a leader.
+	LockError string            `json:"lock_error,omitempty"`
 	Last      *loop.RoundRecord `json:"last_round,omitempty"`
 	// Jobs are the ledger's per-job records.
 	Jobs map[string]loop.JobRecord `json:"jobs"`
@@ -111,6 +114,27 @@ func (s *Service) Lead(leading bool) {
 	s.mu.Unlock()
 	if leading {
 		s.loop.Forget()
+	}
+}
+
+// SetLockError records why this replica cannot take the leader lock, nil once it can again
+// (consulstore.Store.WithLockHealth calls it): /v1/health answers 503 with it meanwhile, so
+// a deployment of a replica that could never lead does not turn healthy. A change is logged.
+func (s *Service) SetLockError(err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	s.mu.Lock()
+	changed := s.status.LockError != msg
+	s.status.LockError = msg
+	s.mu.Unlock()
+	switch {
+	case !changed:
+	case err != nil:
+		s.opts.log.Error("cannot take the leader lock: /v1/health answers 503 until it can", "error", err)
+	default:
+		s.opts.log.Info("can take the leader lock again: /v1/health answers 200")
 	}
 }
 
