@@ -72,14 +72,9 @@ func Handler(s *Service, opts ...HandlerOption) http.Handler {
 		})
 	}
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) {
-		st := s.Status()
 		// A replica that can never lead must not pass for a healthy standby.
-		if st.LockError != "" {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "cannot lead", "error": st.LockError})
-			return
-		}
-		if st.LastError != "" {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "failing", "error": st.LastError})
+		if status, reason := s.Status().Problem(); status != "" {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": status, "error": reason})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -95,6 +95,18 @@ type Status struct {
 	Jobs map[string]loop.JobRecord `json:"jobs"`
 }
 
+// Problem says why the replica is unhealthy, as /v1/health answers: "cannot lead" with
+// LockError, "failing" with LastError; "" while healthy.
+func (st Status) Problem() (status, reason string) {
+	switch {
+	case st.LockError != "":
+		return "cannot lead", st.LockError
+	case st.LastError != "":
+		return "failing", st.LastError
+	}
+	return "", ""
+}
+
 // Status returns a copy of the service's state.
 func (s *Service) Status() Status {
 	s.mu.Lock()
@@ -118,7 +130,8 @@ func (s *Service) Lead(leading bool) {
 }
 
 // SetLockError records why this replica cannot take the leader lock, nil once it can again
-// (consulstore.Store.WithLockHealth calls it): /v1/health answers 503 with it meanwhile, so
+// (consulstore.Store.WithLockHealth calls it): /v1/health answers 503 with it meanwhile (and
+// fft_healthy is 0, the status page says it), so
 // a deployment of a replica that could never lead does not turn healthy. A change is logged.
 func (s *Service) SetLockError(err error) {
 	msg := ""
