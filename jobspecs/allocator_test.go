@@ -52,8 +52,8 @@ func TestAllocatorJobspec(t *testing.T) {
 	if svc.Name != "fft-allocator" || svc.Provider != "consul" || svc.PortLabel != "http" || len(svc.Checks) != 1 {
 		t.Fatalf("service %+v: want fft-allocator in Consul on port http with one check", svc)
 	}
-	if c := svc.Checks[0]; c.Type != "http" || c.Path != "/v1/health" || c.PortLabel != "" {
-		t.Errorf("check %+v: want HTTP on /v1/health (the service's port)", c)
+	if c := svc.Checks[0]; c.Type != "http" || c.Protocol != "http" || c.TLSSkipVerify || c.Path != "/v1/health" || c.PortLabel != "" {
+		t.Errorf("check %+v: want plain HTTP on /v1/health (the service's port)", c)
 	}
 	if len(g.Networks) != 1 || len(g.Networks[0].DynamicPorts) != 1 || g.Networks[0].DynamicPorts[0].Label != "http" {
 		t.Errorf("networks %+v: want one dynamic port http", g.Networks)
@@ -123,5 +123,42 @@ func TestAllocatorJobspecStaticPort(t *testing.T) {
 	if n := g.Networks; len(n) != 1 || len(n[0].DynamicPorts) != 0 || len(n[0].ReservedPorts) != 1 ||
 		n[0].ReservedPorts[0].Label != "http" || n[0].ReservedPorts[0].Value != 4650 {
 		t.Errorf("networks %+v: want the static port http = 4650", n)
+	}
+}
+
+// TestAllocatorJobspecTLS: with the API over TLS its Consul check speaks HTTPS (over HTTP it
+// would fail and every deployment with it), and skips verifying only when the operator asks.
+func TestAllocatorJobspecTLS(t *testing.T) {
+	tlsArgs := []string{"-tls-cert-file", "/etc/fft/tls/allocator.pem", "-tls-key-file", "/etc/fft/tls/allocator-key.pem"}
+	for _, tc := range []struct {
+		name      string
+		vars      []string
+		protocol  string
+		skip, tls bool
+	}{
+		{"plain", nil, "http", false, false},
+		{"skip verify without TLS is ignored", []string{"check_tls_skip_verify=true"}, "http", false, false},
+		{"tls", []string{"tls_cert_file=" + tlsArgs[1], "tls_key_file=" + tlsArgs[3]}, "https", false, true},
+		{"tls skip verify", []string{"tls_cert_file=" + tlsArgs[1], "tls_key_file=" + tlsArgs[3], "check_tls_skip_verify=true"}, "https", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := parse(t, Allocator, append(tc.vars, `extra_args=["-min-round-gap","10s"]`)...).TaskGroups[0]
+			c := g.Services[0].Checks[0]
+			if c.Protocol != tc.protocol || c.TLSSkipVerify != tc.skip {
+				t.Errorf("check protocol %q tls_skip_verify %v, want %q %v", c.Protocol, c.TLSSkipVerify, tc.protocol, tc.skip)
+			}
+			args := g.Tasks[0].Config["args"].([]any)
+			var got []string
+			for _, a := range args {
+				got = append(got, a.(string))
+			}
+			i := slices.Index(got, "-tls-cert-file")
+			if tc.tls != (i >= 0) || (tc.tls && !slices.Equal(got[i:i+4], tlsArgs)) {
+				t.Errorf("args %q: want the TLS flags %v", got, tc.tls)
+			}
+			if !slices.Equal(got[len(got)-2:], []string{"-min-round-gap", "10s"}) {
+				t.Errorf("args %q: want extra_args last", got)
+			}
+		})
 	}
 }

@@ -1,7 +1,8 @@
 # fft-allocator: the FFT allocator service as a Nomad job. Two replicas on distinct hosts; one
 # leads (a Consul lock) and runs the rounds, the other takes over within -leader-ttl when the
 # leader's allocation dies, while Nomad restarts or reschedules the dead one. Each replica
-# registers the Consul service "fft-allocator" with an HTTP check on /v1/health.
+# registers the Consul service "fft-allocator" with an HTTP check on /v1/health (HTTPS with
+# tls_cert_file and tls_key_file, the API's certificate on every client).
 #
 # Tokens come from Nomad Variables, never from the jobspec: put them at the job's own path,
 # which only this job's tasks can read (workload identity), before running the job. The job
@@ -107,6 +108,24 @@ variable "consul_addr" {
   default     = "127.0.0.1:8500"
 }
 
+variable "tls_cert_file" {
+  type        = string
+  description = "PEM certificate of the HTTP API on every client (fft-allocator -tls-cert-file): set with tls_key_file, the API serves HTTPS only and the Consul check of it uses https; \"\" serves plain HTTP."
+  default     = ""
+}
+
+variable "tls_key_file" {
+  type        = string
+  description = "PEM private key of tls_cert_file on every client (fft-allocator -tls-key-file)."
+  default     = ""
+}
+
+variable "check_tls_skip_verify" {
+  type        = bool
+  description = "With tls_cert_file: the Consul check skips verifying the API's certificate (a check's tls_skip_verify). Leave it off and give the Consul agents the allocator's CA (their tls ca_file) instead."
+  default     = false
+}
+
 variable "extra_args" {
   type        = list(string)
   description = "More fft-allocator flags, such as [\"-min-round-gap\", \"10s\"]."
@@ -171,12 +190,16 @@ job "fft-allocator" {
         metrics_path = "/v1/metrics"
       }
 
+      # With the API over TLS (tls_cert_file) the check speaks HTTPS: over plain HTTP it would
+      # fail and every deployment with it.
       check {
-        name     = "fft-allocator health"
-        type     = "http"
-        path     = "/v1/health"
-        interval = "10s"
-        timeout  = "2s"
+        name            = "fft-allocator health"
+        type            = "http"
+        protocol        = var.tls_cert_file == "" ? "http" : "https"
+        tls_skip_verify = var.tls_cert_file != "" && var.check_tls_skip_verify
+        path            = "/v1/health"
+        interval        = "10s"
+        timeout         = "2s"
       }
     }
 
@@ -200,7 +223,8 @@ job "fft-allocator" {
           "-node-pool", var.gpu_node_pool,
           "-consul-prefix", var.consul_prefix,
           "-log-json",
-        ], var.extra_args)
+          ], var.tls_cert_file == "" ? [] : ["-tls-cert-file", var.tls_cert_file, "-tls-key-file", var.tls_key_file],
+        var.extra_args)
       }
 
       env {

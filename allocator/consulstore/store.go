@@ -90,9 +90,11 @@ const (
 type Store struct {
 	client *api.Client
 	log    func(msg string, kv ...any)
-	kv     *api.KV
-	txn    *api.Txn
-	prefix string
+	// lockHealth hears whether Lead can take the leader lock (WithLockHealth).
+	lockHealth func(error)
+	kv         *api.KV
+	txn        *api.Txn
+	prefix     string
 	// keep is how many of the latest round records the audit log keeps.
 	keep int
 }

@@ -20,7 +20,8 @@ import (
 
 // Handler serves the service's HTTP API:
 //
-//	GET /v1/health                     200 {"status":"ok"} while the last round succeeded (or none ran yet), else 503
+//	GET /v1/health                     200 {"status":"ok"} while the last round succeeded (or none ran yet), else 503;
+//	                                   503 {"status":"cannot lead"} while the replica cannot take the leader lock (Service.SetLockError)
 //	GET /v1/status                     the Status as JSON (with WithNamespaceReader: a token's namespaces only)
 //	GET /v1/metrics                    Prometheus metrics, when WithMetrics gives their handler
 //	GET /ui                            the status page, when WithUI gives its handler
@@ -71,9 +72,9 @@ func Handler(s *Service, opts ...HandlerOption) http.Handler {
 		})
 	}
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) {
-		st := s.Status()
-		if st.LastError != "" {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "failing", "error": st.LastError})
+		// A replica that can never lead must not pass for a healthy standby.
+		if status, reason := s.Status().Problem(); status != "" {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": status, "error": reason})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -54,6 +54,28 @@ func TestHandler(t *testing.T) {
 	if code, body := get("/v1/health"); code != 503 || !strings.Contains(body, "down") {
 		t.Errorf("health after a failed round: %d %s", code, body)
 	}
+	// A replica that cannot take the leader lock is unhealthy before any round fails, and
+	// says so first; once it can again, the round's health shows.
+	for _, step := range []struct {
+		lockErr error
+		code    int
+		body    string
+	}{
+		{errors.New("Permission denied: grant the session block"), 503, `"cannot lead"`},
+		{nil, 503, `"failing"`},
+	} {
+		s.SetLockError(step.lockErr)
+		if code, body := get("/v1/health"); code != step.code || !strings.Contains(body, step.body) {
+			t.Errorf("health with lock error %v: %d %s, want %d with %s", step.lockErr, code, body, step.code, step.body)
+		}
+	}
+	fc.FailObserve = nil
+	if _, err := s.RunRound(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get("/v1/health"); code != 200 {
+		t.Errorf("health after the lock and a round recovered: %d %s", code, body)
+	}
 }
 
 // noReports is a store that takes no progress reports.

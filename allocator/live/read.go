@@ -96,7 +96,7 @@ func (sc ReadScope) Filter(st Status) Status {
 		rec.Tenants = nil
 		st.Last = &rec
 	}
-	// LastError stays: /v1/health, open to all for Consul's check, shows it anyway.
+	// LastError and LockError stay: /v1/health, open to all for Consul's check, shows it anyway.
 	return st
 }
 

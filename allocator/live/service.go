@@ -85,11 +85,26 @@ type Status struct {
 	// Leading is true while this replica holds the leader lock and runs rounds.
 	Leading bool `json:"leading"`
 	// NextRound is the round the ledger will run next (-1 before loading).
-	NextRound int               `json:"next_round"`
-	LastError string            `json:"last_error,omitempty"`
+	NextRound int    `json:"next_round"`
+	LastError string `json:"last_error,omitempty"`
+	// LockError says why this replica cannot take the leader lock (SetLockError), with the
+	// fix; empty while it leads or waits behind a leader.
+	LockError string            `json:"lock_error,omitempty"`
 	Last      *loop.RoundRecord `json:"last_round,omitempty"`
 	// Jobs are the ledger's per-job records.
 	Jobs map[string]loop.JobRecord `json:"jobs"`
+}
+
+// Problem says why the replica is unhealthy, as /v1/health answers: "cannot lead" with
+// LockError, "failing" with LastError; "" while healthy.
+func (st Status) Problem() (status, reason string) {
+	switch {
+	case st.LockError != "":
+		return "cannot lead", st.LockError
+	case st.LastError != "":
+		return "failing", st.LastError
+	}
+	return "", ""
 }
 
 // Status returns a copy of the service's state.
@@ -111,6 +126,28 @@ func (s *Service) Lead(leading bool) {
 	s.mu.Unlock()
 	if leading {
 		s.loop.Forget()
+	}
+}
+
+// SetLockError records why this replica cannot take the leader lock, nil once it can again
+// (consulstore.Store.WithLockHealth calls it): /v1/health answers 503 with it meanwhile (and
+// fft_healthy is 0, the status page says it), so
+// a deployment of a replica that could never lead does not turn healthy. A change is logged.
+func (s *Service) SetLockError(err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	s.mu.Lock()
+	changed := s.status.LockError != msg
+	s.status.LockError = msg
+	s.mu.Unlock()
+	switch {
+	case !changed:
+	case err != nil:
+		s.opts.log.Error("cannot take the leader lock: /v1/health answers 503 until it can", "error", err)
+	default:
+		s.opts.log.Info("can take the leader lock again: /v1/health answers 200")
 	}
 }
 

@@ -252,7 +252,7 @@ var (
 	descLeader     = prometheus.NewDesc("fft_leader", "1 while this replica holds the leader lock and runs rounds, else 0.", nil, nil)
 	descRound      = prometheus.NewDesc("fft_round", "Number of the last recorded round.", nil, nil)
 	descRoundTime  = prometheus.NewDesc("fft_last_round_timestamp_seconds", "Start of the last recorded round, Unix seconds.", nil, nil)
-	descHealthy    = prometheus.NewDesc("fft_healthy", "1 while the last round succeeded (or none ran yet), as /v1/health; else 0.", nil, nil)
+	descHealthy    = prometheus.NewDesc("fft_healthy", "1 while the last round succeeded (or none ran yet) and the replica can take the leader lock, as /v1/health; else 0.", nil, nil)
 	descJobs       = prometheus.NewDesc("fft_jobs", "Jobs in the ledger, by state.", []string{"state"}, nil)
 	descGPUs       = prometheus.NewDesc("fft_model_gpus", "GPUs of each model in the last recorded round.", []string{"model"}, nil)
 	descBusy       = prometheus.NewDesc("fft_model_gpus_busy", "GPUs of each model the last round assigned.", []string{"model"}, nil)
@@ -280,7 +280,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	gauge(descLeader, boolValue(st.Leading))
-	gauge(descHealthy, boolValue(st.LastError == ""))
+	problem, _ := st.Problem()
+	gauge(descHealthy, boolValue(problem == ""))
 
 	counts := map[string]int{}
 	rhoMax, rhoSum := 0.0, 0.0

@@ -50,6 +50,7 @@ type view struct {
 	Now        string
 	Leading    bool
 	LastError  string
+	LockError  string
 	Round      int
 	RoundStart string
 	HasRound   bool
@@ -84,7 +85,7 @@ type jobRow struct {
 var stateOrder = map[string]int{loop.StatusWaiting: 0, loop.StatusNoFit: 1, loop.StatusRunning: 2}
 
 func build(st live.Status, points []Point, now time.Time) view {
-	v := view{Now: now.UTC().Format(time.RFC3339), Leading: st.Leading, LastError: st.LastError, Rounds: len(points)}
+	v := view{Now: now.UTC().Format(time.RFC3339), Leading: st.Leading, LastError: st.LastError, LockError: st.LockError, Rounds: len(points)}
 	counts := map[string]int{}
 	for _, j := range st.Jobs {
 		counts[j.Status]++

@@ -298,7 +298,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	// One replica runs rounds; the others wait for the lock.
+	// One replica runs rounds; the others wait for the lock. One that cannot take it (its
+	// token refused) answers /v1/health 503 with the fix.
+	store.WithLockHealth(svc.SetLockError)
 	_ = store.Lead(ctx, f.id, f.leaderTTL, func(lctx context.Context) {
 		svc.Lead(true)
 		defer svc.Lead(false)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,7 +56,8 @@ const identityJob = `job %q {
 // cmd/fft-allocator/acl; a task of job A cannot report progress for job B (nor without a
 // token, nor with a forged one); a Consul token that may not write the prefix fails the round
 // with a message naming the missing policy and leaves the ledger as it was; a Nomad token
-// without submit-job is refused with a message naming it, and the round records the failure.
+// without submit-job is refused with a message naming it, and the round records the failure. A
+// standby answers /v1/health 200; a replica whose Consul token lacks the session block, 503.
 func TestACLPoliciesAndReports(t *testing.T) {
 	nomad := testenv.RequireNomad(t)
 	consul := testenv.RequireConsul(t)
@@ -156,6 +158,45 @@ func TestACLPoliciesAndReports(t *testing.T) {
 	if after := ledgerIndex(); after != before {
 		t.Errorf("the ledger changed (index %d -> %d) in a round that could not record", before, after)
 	}
+
+	// Two more replicas behind the leader: one with the shipped token waits for the lock and
+	// answers /v1/health 200 (Nomad must not restart it); one whose token lacks the session
+	// block can never lead and answers 503 naming the block, so its deployment would not turn
+	// healthy.
+	noSession := consulTokenWith(t, cs, "fft-no-session", regexp.MustCompile(`(?m)^session "[^"]*" \{[^}]*\}`).ReplaceAllString(consulPolicy, ""))
+	ports := testenv.FreePorts(t, 2)
+	standbyURL := fmt.Sprintf("http://127.0.0.1:%d/v1/health", ports[0])
+	lockless := testenv.StartProcess(t, "fft-allocator-no-session", root, bin, args(nomadToken, noSession, "-id", "no-session",
+		"-http-addr", fmt.Sprintf("127.0.0.1:%d", ports[1]))...)
+	standby := testenv.StartProcess(t, "fft-allocator-standby", root, bin, args(nomadToken, consulToken, "-id", "standby",
+		"-http-addr", fmt.Sprintf("127.0.0.1:%d", ports[0]))...)
+	health := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	testenv.Eventually(t, 30*time.Second, 250*time.Millisecond, "the replica without the session block answering 503", func() error {
+		if code, body := health(fmt.Sprintf("http://127.0.0.1:%d/v1/health", ports[1])); code != http.StatusServiceUnavailable ||
+			!strings.Contains(body, "cannot lead") || !strings.Contains(body, "session block") {
+			return fmt.Errorf("HTTP %d %s", code, body)
+		}
+		return nil
+	})
+	// The standby has been taking the lock for as long (past the 3 s a refusal takes to show).
+	time.Sleep(4 * time.Second)
+	if code, body := health(standbyURL); code != http.StatusOK {
+		t.Errorf("the standby behind the leader: /v1/health HTTP %d %s, want 200", code, body)
+	}
+	if raw, err := os.ReadFile(lockless.LogPath); err != nil || strings.Count(string(raw), "cannot take the leader lock: /v1/health answers 503") != 1 {
+		t.Errorf("the replica without the session block logged its refusal %d times, want once (%v):\n%s",
+			strings.Count(string(raw), "cannot take the leader lock: /v1/health answers 503"), err, raw)
+	}
+	lockless.Stop()
+	standby.Stop()
 
 	// A Nomad token without submit-job: the round cannot start job-c, says what is missing,
 	// and records the failed apply; job-a and job-b keep their records.

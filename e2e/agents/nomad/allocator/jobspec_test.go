@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/nomad-fft/nomad-fft/allocator/httptls/httptlstest"
 	"github.com/nomad-fft/nomad-fft/e2e/agents/nomad/internal/testenv"
 )
 
@@ -294,4 +295,73 @@ func checkServed(t *testing.T, cs *testenv.Consul, leader, repo string) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "<svg") || !strings.Contains(string(page), "GPU models") {
 		t.Errorf("GET /ui: %s, want the status page:\n%.500s", resp.Status, page)
 	}
+}
+
+// The shipped jobspec with the API over TLS: tls_cert_file and tls_key_file reach the
+// allocator, which serves HTTPS only, and its Consul check speaks HTTPS and passes (here with
+// check_tls_skip_verify, as this test's Consul agent does not hold the allocator's CA).
+func TestAllocatorJobspecOverTLS(t *testing.T) {
+	nomad, consul := testenv.RequireNomad(t), testenv.RequireConsul(t)
+	bin := testenv.MainBinary(t, "fft-allocator")
+	root := testenv.TempDir(t)
+	cs := testenv.StartConsul(t, consul, root)
+	clients := []testenv.FakeGPUClient{{Name: "host-a", Model: modelA100, Count: 1}}
+	agent := testenv.StartConsulClient(t, consul, root, "host-a", cs)
+	c := testenv.StartClusterWith(t, nomad, root, clients, testenv.ClusterOptions{ConsulAddrs: []string{agent.HTTP}})
+	cert := testenv.NewPKI(t, root).Issue(t, httptlstest.Localhost("fft-allocator"))
+
+	if _, _, err := c.API.Variables().Create(&api.Variable{Path: "nomad/jobs/fft-allocator",
+		Items: api.VariableItems{"nomad_token": "unused-without-acls", "consul_token": "unused-without-acls"}}, nil); err != nil {
+		t.Fatalf("writing the job's variable: %v", err)
+	}
+	repo, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join(repo, "jobspecs", "fft-allocator.nomad.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := c.API.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: string(src), Canonicalize: true, Variables: fmt.Sprintf(`
+driver                = "raw_exec"
+namespace             = "default"
+count                 = 1
+command               = %q
+nomad_addr            = %q
+consul_addr           = %q
+consul_prefix         = %q
+tls_cert_file         = %q
+tls_key_file          = %q
+check_tls_skip_verify = true
+extra_args            = ["-read-auth", "none"]
+`, bin, c.Server.HTTP, cs.HTTP, prefix, cert.CertFile, cert.KeyFile)})
+	if err != nil {
+		t.Fatalf("parsing jobspecs/fft-allocator.nomad.hcl: %v", err)
+	}
+	register(t, c.API, job)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logAllocs(t, c.API, "fft-allocator")
+		}
+	})
+	testenv.Eventually(t, 2*time.Minute, time.Second, "the replica's HTTPS check passing in Consul", func() error {
+		b, code, err := cs.Get("/v1/health/checks/fft-allocator")
+		if err != nil || code != http.StatusOK {
+			return fmt.Errorf("HTTP %d %v", code, err)
+		}
+		var checks []struct{ Name, Status, Output string }
+		if err := json.Unmarshal(b, &checks); err != nil {
+			t.Fatalf("Consul checks answer: %v\n%s", err, b)
+		}
+		for _, ch := range checks {
+			if ch.Name != "fft-allocator health" {
+				continue
+			}
+			if ch.Status != "passing" || !strings.Contains(ch.Output, "HTTP GET https://") {
+				return fmt.Errorf("check %s: %s", ch.Status, ch.Output)
+			}
+			return nil
+		}
+		return fmt.Errorf("no check yet: %s", b)
+	})
 }
