@@ -201,30 +201,47 @@ func (j *Job) validate(round int, models []Model, index map[string]int, row []fl
 	case j.Running && j.LastModel == "":
 		return bad("running", j.Running, "needs last_model, the model the job runs on")
 	}
-	fits := false
-	for name, theta := range j.Throughput {
-		i, ok := index[name]
-		// The field name is formatted only on error: this loop runs for
-		// every (job, model) pair of a round.
-		field := func() string { return fmt.Sprintf("throughput[%q]", name) }
+	// Each (job, model) pair is read once, in model order (this loop runs
+	// for every pair of a round); a name that is no model is looked for
+	// only when some entry was not found.
+	fits, found := false, 0
+	for i := range models {
+		theta, ok := j.Throughput[models[i].Name]
 		if !ok {
-			return bad(field(), theta, "unknown model: name one of the instance's models")
+			continue
 		}
-		if !inRange(theta, 0, MaxThroughput) {
-			return bad(field(), theta, fmt.Sprintf("must be a finite number in [0, %g] (0 = cannot run there)", MaxThroughput))
-		}
-		if err := RatioError(j.Work, theta); err != "" {
-			return bad(field(), theta, err)
+		found++
+		if !inRange(theta, 0, MaxThroughput) || RatioError(j.Work, theta) != "" {
+			return j.badThroughput(models[i].Name, theta)
 		}
 		fits = fits || j.fits(&models[i], theta)
 		if row != nil {
 			row[i] = theta
 		}
 	}
+	if found < len(j.Throughput) {
+		for name, theta := range j.Throughput {
+			if !known(index, name) {
+				return bad(fmt.Sprintf("throughput[%q]", name), theta, "unknown model: name one of the instance's models")
+			}
+		}
+	}
 	if !fits {
 		return bad("throughput", j.Throughput, fmt.Sprintf("fits no model: needs %d GPUs with %g GB each and a throughput > 0 on a model that has them", j.GPUs, j.MemoryGB))
 	}
 	return nil
+}
+
+// badThroughput says what is wrong with job j's throughput theta on the
+// model named name, which is out of range or too far from the work.
+func (j *Job) badThroughput(name string, theta float64) error {
+	bad := func(want string) error {
+		return &FieldError{"job", j.ID, fmt.Sprintf("throughput[%q]", name), theta, want}
+	}
+	if !inRange(theta, 0, MaxThroughput) {
+		return bad(fmt.Sprintf("must be a finite number in [0, %g] (0 = cannot run there)", MaxThroughput))
+	}
+	return bad(RatioError(j.Work, theta))
 }
 
 // RatioError says what is wrong when a throughput theta > 0 and the work
