@@ -851,14 +851,19 @@ func (s *search) fix(sub *Problem, idx []int, lp *lpSolution, gap, fixedCost flo
 		return free, only, dropped
 	}
 	// One pass settles each item's fate: -2 stays free (free > 1), i >= 0
-	// is fixed to model i, -1 is left unscheduled or as it is. The costs of
-	// the free items are then copied, sized to them: at the root of a large
-	// round they are a few hundred of 100,000, so only they are priced twice.
-	fate := s.ar.zeroInts(n)
-	defer s.ar.putInts(fate)
+	// is fixed to model i, -1 is left unscheduled or as it is; it keeps
+	// each item's least reduced cost. The costs of the free items are then
+	// copied, sized to them: at the root of a large round they are a few
+	// hundred of 100,000, so only they are walked twice.
+	fate, rmins := s.ar.zeroInts(n), s.ar.float64s(n)
+	defer func() {
+		s.ar.putInts(fate)
+		s.ar.putFloats(rmins)
+	}()
 	kept, changed := 0, false
 	for j := 0; j < n; j++ {
 		rmin := leastReduced(j)
+		rmins[j] = rmin
 		free, only, dropped := freeOptions(j, rmin, nil)
 		changed = changed || dropped
 		switch {
@@ -885,7 +890,7 @@ func (s *search) fix(sub *Problem, idx []int, lp *lpSolution, gap, fixedCost flo
 		newIndex[j] = -1
 		switch f := fate[j]; {
 		case f == -2:
-			freeOptions(j, leastReduced(j), row)
+			freeOptions(j, rmins[j], row)
 			newIndex[j] = int32(len(outIdx))
 			out.Size = append(out.Size, sub.Size[j])
 			out.Cost = append(out.Cost, row...)
