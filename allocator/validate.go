@@ -71,16 +71,17 @@ func (in *Instance) validate(theta []float64, each func(k int, st fairness.JobSt
 			return &FieldError{"model", id, "memory_gb", m.MemoryGB, fmt.Sprintf("must be a number in [0, %g] (0 = unknown)", MaxMemoryGB)}
 		}
 	}
-	ids := make(map[string]bool, len(in.Jobs))
+	ids := make(map[string]struct{}, len(in.Jobs))
 	for k := range in.Jobs {
 		j := &in.Jobs[k]
 		if j.ID == "" {
 			return &FieldError{"job", fmt.Sprintf("#%d", k), "id", `""`, "give every job a non-empty id"}
 		}
-		if ids[j.ID] {
+		// One map operation per job: a duplicate leaves the set's size.
+		seen := len(ids)
+		if ids[j.ID] = struct{}{}; len(ids) == seen {
 			return &FieldError{"job", j.ID, "id", j.ID, "job ids must be unique"}
 		}
-		ids[j.ID] = true
 		var row []float64
 		if theta != nil {
 			row = theta[k*len(in.Models) : (k+1)*len(in.Models)]
