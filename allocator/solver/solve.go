@@ -850,45 +850,58 @@ func (s *search) fix(sub *Problem, idx []int, lp *lpSolution, gap, fixedCost flo
 		}
 		return free, only, dropped
 	}
-	// The costs of the items that stay free, sized to them: at the root of
-	// a large round they are a few hundred of 100,000.
-	kept := 0
+	// One pass settles each item's fate: -2 stays free (free > 1), i >= 0
+	// is fixed to model i, -1 is left unscheduled or as it is; it keeps
+	// each item's least reduced cost. The costs of the free items are then
+	// copied, sized to them: at the root of a large round they are a few
+	// hundred of 100,000, so only they are walked twice.
+	fate, rmins := s.ar.zeroInts(n), s.ar.float64s(n)
+	defer func() {
+		s.ar.putInts(fate)
+		s.ar.putFloats(rmins)
+	}()
+	kept, changed := 0, false
 	for j := 0; j < n; j++ {
-		if free, _, _ := freeOptions(j, leastReduced(j), nil); free > 1 {
+		rmin := leastReduced(j)
+		rmins[j] = rmin
+		free, only, dropped := freeOptions(j, rmin, nil)
+		changed = changed || dropped
+		switch {
+		case free > 1:
+			fate[j] = -2
 			kept++
+			continue
+		case only >= 0 && -rmin >= keep:
+			fate[j] = only
+		default:
+			fate[j] = -1
 		}
+		changed = true
+	}
+	if !changed {
+		return sub, idx, nil, fixedCost, undo
 	}
 	out := &Problem{Capacity: slices.Clone(sub.Capacity), MinUsage: sub.MinUsage,
 		Size: s.ar.zeroInts(kept)[:0], Cost: s.ar.float64s(kept * m)[:0]}
 	outIdx := s.ar.zeroInts(kept)[:0]
 	newIndex := make([]int32, n)
-	changed := false
 	row := make([]float64, m)
 	for j := 0; j < n; j++ {
-		rmin := leastReduced(j)
-		free, only, dropped := freeOptions(j, rmin, row)
-		changed = changed || dropped
 		newIndex[j] = -1
-		if free > 1 {
+		switch f := fate[j]; {
+		case f == -2:
+			freeOptions(j, rmins[j], row)
 			newIndex[j] = int32(len(outIdx))
 			out.Size = append(out.Size, sub.Size[j])
 			out.Cost = append(out.Cost, row...)
 			outIdx = append(outIdx, idx[j])
-			continue
-		}
-		changed = true
-		if only >= 0 && -rmin >= keep {
-			fixedCost += sub.Cost[j*m+only]
-			out.Capacity[only] -= sub.Size[j]
+		case f >= 0:
+			fixedCost += sub.Cost[j*m+f]
+			out.Capacity[f] -= sub.Size[j]
 			out.MinUsage = max(0, out.MinUsage-sub.Size[j])
-			s.assign[idx[j]] = only
+			s.assign[idx[j]] = f
 			undo = append(undo, idx[j])
 		}
-	}
-	if !changed {
-		s.ar.putFloats(out.Cost)
-		s.ar.putInts(out.Size, outIdx)
-		return sub, idx, nil, fixedCost, undo
 	}
 	return out, outIdx, newIndex, fixedCost, undo
 }
