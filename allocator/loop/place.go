@@ -293,8 +293,8 @@ func explainUnplaced(dec *allocator.Decision, p *placed, hosts []placement.Host,
 		msg := fmt.Sprintf("chosen on %s, but no host of it had room (largest free: %d GPUs) even after moving the cheapest jobs; decided again without that option",
 			m, largestFree(hosts, p.res, m))
 		if r := records[jd.ID]; len(r.Refused) > 0 {
-			msg = fmt.Sprintf("chosen on %s, but Nomad refused to place it on %d of its hosts (%s) and no other had room; decided again without that option",
-				m, len(r.Refused), r.RefusedReason)
+			msg = fmt.Sprintf("chosen on %s, but Nomad refused to place it on %d host(s) in the last %d rounds (last: %s) and no other host of the model had room; decided again without that option",
+				m, len(r.Refused), refusalRounds, r.RefusedReason)
 		}
 		jd.Reason = allocator.Reason{Code: CodeUnplaceable, Message: msg}
 	}
