@@ -11,6 +11,7 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"iter"
 	"regexp"
 	"slices"
 	"sort"
@@ -72,6 +73,28 @@ func fenceOf(line string) string {
 		}
 	}
 	return ""
+}
+
+// proseLines yields a Markdown document's lines outside fenced code, with
+// their indexes; the fence lines themselves are not yielded.
+func proseLines(md string) iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		inFence := ""
+		for i, line := range strings.Split(md, "\n") {
+			trimmed := strings.TrimLeft(line, " ")
+			if f := fenceOf(trimmed); f != "" {
+				if inFence == "" {
+					inFence = f
+				} else if strings.HasPrefix(trimmed, inFence) {
+					inFence = ""
+				}
+				continue
+			}
+			if inFence == "" && !yield(i, line) {
+				return
+			}
+		}
+	}
 }
 
 // inlineSpans returns the inline code spans that start on line *i; a span
@@ -292,20 +315,7 @@ var linkRE = regexp.MustCompile(`\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
 // code, with their lines.
 func Links(md string) []Link {
 	var links []Link
-	inFence := ""
-	for i, line := range strings.Split(md, "\n") {
-		trimmed := strings.TrimLeft(line, " ")
-		if f := fenceOf(trimmed); f != "" {
-			if inFence == "" {
-				inFence = f
-			} else if strings.HasPrefix(trimmed, inFence) {
-				inFence = ""
-			}
-			continue
-		}
-		if inFence != "" {
-			continue
-		}
+	for i, line := range proseLines(md) {
 		for _, m := range linkRE.FindAllStringSubmatch(stripCode(line), -1) {
 			links = append(links, Link{Line: i + 1, Target: m[1]})
 		}
@@ -327,18 +337,8 @@ func stripCode(line string) string {
 // Anchors returns the anchors GitHub gives a document's headings.
 func Anchors(md string) map[string]bool {
 	anchors := map[string]bool{}
-	inFence := ""
-	for _, line := range strings.Split(md, "\n") {
-		trimmed := strings.TrimLeft(line, " ")
-		if f := fenceOf(trimmed); f != "" {
-			if inFence == "" {
-				inFence = f
-			} else if strings.HasPrefix(trimmed, inFence) {
-				inFence = ""
-			}
-			continue
-		}
-		if inFence != "" || !strings.HasPrefix(line, "#") {
+	for _, line := range proseLines(md) {
+		if !strings.HasPrefix(line, "#") {
 			continue
 		}
 		heading := strings.TrimSpace(strings.TrimLeft(line, "#"))
@@ -414,18 +414,8 @@ func SectionRefs(text string) []SectionRef {
 // with backticks dropped.
 func Headings(md string) []string {
 	var hs []string
-	inFence := ""
-	for _, line := range strings.Split(md, "\n") {
-		trimmed := strings.TrimLeft(line, " ")
-		if f := fenceOf(trimmed); f != "" {
-			if inFence == "" {
-				inFence = f
-			} else if strings.HasPrefix(trimmed, inFence) {
-				inFence = ""
-			}
-			continue
-		}
-		if inFence == "" && strings.HasPrefix(line, "#") {
+	for _, line := range proseLines(md) {
+		if strings.HasPrefix(line, "#") {
 			hs = append(hs, strings.ReplaceAll(strings.TrimSpace(strings.TrimLeft(line, "#")), "`", ""))
 		}
 	}
