@@ -45,19 +45,7 @@ func TestAllocatorRunsFromItsJobspec(t *testing.T) {
 	c := testenv.StartClusterWith(t, nomad, root, clients, testenv.ClusterOptions{ConsulAddrs: agents})
 
 	// The tokens the template reads; this cluster runs without ACLs, so any value serves.
-	if _, _, err := c.API.Variables().Create(&api.Variable{Path: "nomad/jobs/fft-allocator",
-		Items: api.VariableItems{"nomad_token": "unused-without-acls", "consul_token": "unused-without-acls"}}, nil); err != nil {
-		t.Fatalf("writing the job's variable: %v", err)
-	}
-	repo, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile(filepath.Join(repo, "jobspecs", "fft-allocator.nomad.hcl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	job, err := c.API.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: string(src), Canonicalize: true, Variables: fmt.Sprintf(`
+	runAllocatorJobspec(t, c, fmt.Sprintf(`
 driver        = "raw_exec"
 namespace     = "default"
 command       = %q
@@ -66,16 +54,7 @@ consul_addr   = %q
 consul_prefix = %q
 round         = "2s"
 extra_args    = ["-leader-ttl", "10s", "-log-level", "debug", "-read-auth", "none"]
-`, bin, c.Server.HTTP, cs.HTTP, prefix)})
-	if err != nil {
-		t.Fatalf("parsing jobspecs/fft-allocator.nomad.hcl: %v", err)
-	}
-	register(t, c.API, job)
-	t.Cleanup(func() {
-		if t.Failed() {
-			logAllocs(t, c.API, "fft-allocator")
-		}
-	})
+`, bin, c.Server.HTTP, cs.HTTP, prefix))
 
 	healthy := func(want int) []string {
 		var ids []string
@@ -100,6 +79,10 @@ extra_args    = ["-leader-ttl", "10s", "-log-level", "debug", "-read-auth", "non
 	}
 
 	leader := waitLeader(t, cs, "")
+	repo, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	checkServed(t, cs, leader, repo)
 	if !strings.Contains(strings.Join(allocIDs(t, c.API), " "), leader) {
 		t.Fatalf("leader %q is none of the job's allocations %q", leader, allocIDs(t, c.API))
@@ -310,19 +293,7 @@ func TestAllocatorJobspecOverTLS(t *testing.T) {
 	c := testenv.StartClusterWith(t, nomad, root, clients, testenv.ClusterOptions{ConsulAddrs: []string{agent.HTTP}})
 	cert := testenv.NewPKI(t, root).Issue(t, httptlstest.Localhost("fft-allocator"))
 
-	if _, _, err := c.API.Variables().Create(&api.Variable{Path: "nomad/jobs/fft-allocator",
-		Items: api.VariableItems{"nomad_token": "unused-without-acls", "consul_token": "unused-without-acls"}}, nil); err != nil {
-		t.Fatalf("writing the job's variable: %v", err)
-	}
-	repo, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile(filepath.Join(repo, "jobspecs", "fft-allocator.nomad.hcl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	job, err := c.API.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: string(src), Canonicalize: true, Variables: fmt.Sprintf(`
+	runAllocatorJobspec(t, c, fmt.Sprintf(`
 driver                = "raw_exec"
 namespace             = "default"
 count                 = 1
@@ -334,16 +305,7 @@ tls_cert_file         = %q
 tls_key_file          = %q
 check_tls_skip_verify = true
 extra_args            = ["-read-auth", "none"]
-`, bin, c.Server.HTTP, cs.HTTP, prefix, cert.CertFile, cert.KeyFile)})
-	if err != nil {
-		t.Fatalf("parsing jobspecs/fft-allocator.nomad.hcl: %v", err)
-	}
-	register(t, c.API, job)
-	t.Cleanup(func() {
-		if t.Failed() {
-			logAllocs(t, c.API, "fft-allocator")
-		}
-	})
+`, bin, c.Server.HTTP, cs.HTTP, prefix, cert.CertFile, cert.KeyFile))
 	testenv.Eventually(t, 2*time.Minute, time.Second, "the replica's HTTPS check passing in Consul", func() error {
 		b, code, err := cs.Get("/v1/health/checks/fft-allocator")
 		if err != nil || code != http.StatusOK {
@@ -363,5 +325,34 @@ extra_args            = ["-read-auth", "none"]
 			return nil
 		}
 		return fmt.Errorf("no check yet: %s", b)
+	})
+}
+
+// runAllocatorJobspec registers jobspecs/fft-allocator.nomad.hcl with vars on a cluster
+// without ACLs (its Variable's tokens are placeholders), and logs the job's allocations if
+// the test fails.
+func runAllocatorJobspec(t *testing.T, c *testenv.Cluster, vars string) {
+	t.Helper()
+	if _, _, err := c.API.Variables().Create(&api.Variable{Path: "nomad/jobs/fft-allocator",
+		Items: api.VariableItems{"nomad_token": "unused-without-acls", "consul_token": "unused-without-acls"}}, nil); err != nil {
+		t.Fatalf("writing the job's variable: %v", err)
+	}
+	repo, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join(repo, "jobspecs", "fft-allocator.nomad.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := c.API.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: string(src), Canonicalize: true, Variables: vars})
+	if err != nil {
+		t.Fatalf("parsing jobspecs/fft-allocator.nomad.hcl: %v", err)
+	}
+	register(t, c.API, job)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logAllocs(t, c.API, "fft-allocator")
+		}
 	})
 }
