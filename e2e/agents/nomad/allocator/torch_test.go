@@ -86,18 +86,7 @@ plugin "nomad-driver-fft" {
 	c, cs := st.Cluster, st.consul
 	// The driver runs the task as nobody: the folders above its alloc dirs must be searchable.
 	testenv.Traversable(t, st.root)
-	for _, name := range []string{"v100", "a100"} {
-		testenv.Eventually(t, 60*time.Second, 500*time.Millisecond, "driver fft healthy on "+name, func() error {
-			n, _, err := c.API.Nodes().Info(c.NodeIDs[name], nil)
-			if err != nil {
-				return err
-			}
-			if d := n.Drivers["fft"]; d == nil || !d.Healthy || n.Attributes["driver.fft.checkpoint_root"] != shared {
-				return fmt.Errorf("driver fft on %s: %+v", name, d)
-			}
-			return nil
-		})
-	}
+	testenv.AwaitFFTDriver(t, c, shared, "v100", "a100")
 	// No ACLs here: the driver's reports carry no workload identity.
 	proc := st.allocator(t, "fft-allocator", "-round", "2s", "-http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
 		"-progress-auth", "none", "-log-level", "debug")

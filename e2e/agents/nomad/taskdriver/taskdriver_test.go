@@ -114,18 +114,7 @@ plugin "nomad-driver-fft" {
 		{Name: "a100", Model: modelA100, Count: 2, PluginDir: dir, AgentExtra: stanza},
 	})
 	testenv.Traversable(t, root)
-	for _, name := range []string{"v100", "a100"} {
-		testenv.Eventually(t, 60*time.Second, 500*time.Millisecond, "driver fft healthy on "+name, func() error {
-			n, _, err := c.API.Nodes().Info(c.NodeIDs[name], nil)
-			if err != nil {
-				return err
-			}
-			if d := n.Drivers["fft"]; d == nil || !d.Healthy || n.Attributes["driver.fft.checkpoint_root"] != shared {
-				return fmt.Errorf("driver fft on %s: %+v", name, d)
-			}
-			return nil
-		})
-	}
+	testenv.AwaitFFTDriver(t, c, shared, "v100", "a100")
 
 	// Run 1 on the V100 client.
 	job := parseJob(t, c.API, "work=100000", "step_seconds=0.05", "checkpoint_kb=64", "gpu_count=2")

@@ -1,10 +1,12 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // DriverBinary is the task driver's executable file name (its plugin block label).
@@ -42,4 +44,22 @@ func copyExecutable(from, to string) error {
 		return err
 	}
 	return os.WriteFile(to, b, 0o755)
+}
+
+// AwaitFFTDriver waits until the fft task driver is healthy on each named client with
+// checkpointRoot as its checkpoint_root.
+func AwaitFFTDriver(t testing.TB, c *Cluster, checkpointRoot string, clients ...string) {
+	t.Helper()
+	for _, name := range clients {
+		Eventually(t, 60*time.Second, 500*time.Millisecond, "driver fft healthy on "+name, func() error {
+			n, _, err := c.API.Nodes().Info(c.NodeIDs[name], nil)
+			if err != nil {
+				return err
+			}
+			if d := n.Drivers["fft"]; d == nil || !d.Healthy || n.Attributes["driver.fft.checkpoint_root"] != checkpointRoot {
+				return fmt.Errorf("driver fft on %s: %+v", name, d)
+			}
+			return nil
+		})
+	}
 }
