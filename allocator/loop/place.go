@@ -134,10 +134,11 @@ func (j *Job) PiecesOf() []int {
 // without that option. The maps are copied: the records share them with the
 // previous ledger.
 func (pr *problem) noteRefusals(jobs []Job) {
-	for id, r := range pr.records {
-		if len(r.Refused) == 0 {
-			continue
+	for id := range pr.records {
+		if len(pr.records[id].Refused) == 0 {
+			continue // most jobs: read the one field, not a copy of the record
 		}
+		r := pr.records[id]
 		aged := make(map[string]int, len(r.Refused))
 		for h, n := range r.Refused {
 			if n > 1 {
