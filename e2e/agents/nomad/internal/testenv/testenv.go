@@ -122,7 +122,8 @@ func RequireNomad(t testing.TB) string {
 	return requireAgent(t, agentrun.Nomad, "e2e/agents/build.sh")
 }
 
-// FreePorts returns n distinct TCP ports free on 127.0.0.1 right now.
+// FreePorts returns n distinct ports free on 127.0.0.1 right now (agentrun.FreePorts: below
+// the ephemeral range, so that an agent restarted on them finds them free).
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
 	ports, err := agentrun.FreePorts(n)
