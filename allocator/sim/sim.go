@@ -10,6 +10,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/solver"
 	"github.com/nomad-fft/nomad-fft/allocator/workload"
 )
 
@@ -256,7 +257,9 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 		rs.BusyGPUSeconds = c.run(length)
 		adm.count()
 		rs.Place = time.Duration(rr.Phases["place"] * float64(time.Second))
-		rs.Status, rs.Gap, rs.Nodes = rr.Status, rr.Gap, rr.Nodes
+		if rr.Status == solver.Optimal.String() || rr.Status == solver.Feasible.String() {
+			rs.Status, rs.Gap, rs.Nodes = rr.Status, rr.Gap, rr.Nodes
+		}
 		rs.Wall = time.Since(roundStart)
 		lg.Rounds = append(lg.Rounds, rs)
 		if cfg.Progress != nil && round%progEvery == 0 {
