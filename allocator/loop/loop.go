@@ -464,7 +464,7 @@ func (l *Loop) newRecord(t int, start time.Time, kind TriggerKind, triggerJobs [
 		Round: t, Start: start.UTC().Format(time.RFC3339Nano), Trigger: kind, TriggerJobs: triggerJobs,
 		Policy: l.opts.pol.Name(), Clock: clock, CreditKept: kept, IdleGPUs: idleGPUs(snap.Models, dec.Usage),
 		Models: pr.instance.Models, Assignment: dec.Assignment(), Invalid: snap.Invalid, Usage: dec.Usage,
-		Objective: dec.Objective, Bound: dec.Bound, Gap: dec.Gap, Status: dec.Status.String(),
+		Objective: dec.Objective, Bound: dec.Bound, Gap: dec.Gap, Status: dec.Status.String(), Nodes: dec.Stats.Nodes,
 		Plan: plan.GoString(), Apply: res, ObserveCalls: snap.Calls, WatchCalls: snap.WatchCalls,
 	}
 	if l.opts.record == RecordFull {

@@ -315,6 +315,10 @@ type RoundRecord struct {
 	// WatchCalls are the API calls the watcher made since the previous
 	// round (blocking queries that look for arrivals and finishes).
 	WatchCalls int `json:"watch_calls"`
+	// Nodes is the branch-and-bound nodes of the round's last decision
+	// (0 for a policy without a search), so a slow round can be told apart
+	// from a hard one.
+	Nodes int `json:"nodes,omitempty"`
 	// Phases holds each phase's duration in seconds.
 	Phases map[string]float64 `json:"phases"`
 	// TenantWeights is true when the round's fairness shares followed

@@ -10,6 +10,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
+	"github.com/nomad-fft/nomad-fft/allocator/solver"
 	"github.com/nomad-fft/nomad-fft/allocator/workload"
 )
 
@@ -129,6 +130,16 @@ type RoundStats struct {
 	BusyGPUSeconds     float64       `json:"busy_gpu_s"`
 	CapacityGPUSeconds float64       `json:"capacity_gpu_s"`
 	Solve              time.Duration `json:"solve_ns"`
+	// Wall is the whole round in the simulator (the loop's phases, the
+	// placement's re-decides and the cluster's bookkeeping); Place the
+	// placement stage alone. With Solve they say where a slow round's time
+	// went. Status, Gap and Nodes are the round's decision's (Status ""
+	// for a policy that does not solve).
+	Wall   time.Duration `json:"wall_ns"`
+	Place  time.Duration `json:"place_ns,omitempty"`
+	Status string        `json:"status,omitempty"`
+	Gap    float64       `json:"gap,omitempty"`
+	Nodes  int           `json:"nodes,omitempty"`
 	// IdlePlaceableGPUSeconds is GPU time left idle on hosts where a
 	// waiting job's allocation would have fit (Cluster.placeableIdle).
 	IdlePlaceableGPUSeconds float64 `json:"idle_placeable_gpu_s,omitempty"`
@@ -214,6 +225,7 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 	}
 	round := 0
 	for ; round < maxRounds; round++ {
+		roundStart := time.Now()
 		if err := ctx.Err(); err != nil {
 			lg.Stopped = err.Error()
 			break
@@ -243,8 +255,13 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 			CapacityGPUSeconds: float64(c.capacity()) * length.seconds, Solve: time.Duration(rr.SolveSeconds * float64(time.Second))}
 		rs.IdlePlaceableGPUSeconds = float64(c.placeableIdle()) * length.seconds
 		rs.BusyGPUSeconds = c.run(length)
-		lg.Rounds = append(lg.Rounds, rs)
 		adm.count()
+		rs.Place = time.Duration(rr.Phases["place"] * float64(time.Second))
+		if rr.Status == solver.Optimal.String() || rr.Status == solver.Feasible.String() {
+			rs.Status, rs.Gap, rs.Nodes = rr.Status, rr.Gap, rr.Nodes
+		}
+		rs.Wall = time.Since(roundStart)
+		lg.Rounds = append(lg.Rounds, rs)
 		if cfg.Progress != nil && round%progEvery == 0 {
 			cfg.Progress(Progress{Policy: pol.Name(), Round: round, Now: rs.Start, Active: len(c.active), Finished: adm.finished,
 				Measured: adm.measuredDone, Window: adm.measuredTotal()})

@@ -203,3 +203,46 @@ func TestRunWindowStops(t *testing.T) {
 		t.Errorf("run went on to %v after the window finished at %v", end, last)
 	}
 }
+
+// TestRoundStatsTimesAndStatus checks what each round keeps for naming a
+// slow round: a policy that solves reports its search's status and nodes,
+// one that does not reports none, and a round's wall time covers its
+// solve.
+func TestRoundStatsTimesAndStatus(t *testing.T) {
+	gen := func() workload.Source {
+		return workload.NewGenerator(workload.GenConfig{Rate: 2, Seed: 3, MultiGPU: true, Jobs: 20})
+	}
+	for _, name := range []string{policy.FFTName, policy.FIFOName} {
+		t.Run(name, func(t *testing.T) {
+			p, err := policy.New(name, policy.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lg, err := sim.Run(context.Background(), p, gen(), sim.Config{Cluster: []allocator.Model{{Name: "v100", GPUs: 4}, {Name: "p100", GPUs: 4}, {Name: "k80", GPUs: 4}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(lg.Rounds) == 0 {
+				t.Fatal("no rounds")
+			}
+			solved := 0
+			for _, r := range lg.Rounds {
+				if r.Wall < r.Solve || r.Wall < r.Place {
+					t.Errorf("round %d: wall %v below solve %v or place %v", r.Round, r.Wall, r.Solve, r.Place)
+				}
+				switch r.Status {
+				case "optimal", "feasible":
+					solved++
+				case "":
+				default:
+					t.Errorf("round %d: status %q", r.Round, r.Status)
+				}
+			}
+			// A round with no job decides nothing, so an FFT run may have
+			// a few without a status; FIFO has none with one.
+			if solves := name == policy.FFTName; solves != (solved > 0) || !solves && solved > 0 {
+				t.Errorf("%s: %d of %d rounds with a solver status", name, solved, len(lg.Rounds))
+			}
+		})
+	}
+}

@@ -1,6 +1,9 @@
 package solver
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // A Lagrangian bound for small, tight rounds. The LP relaxation may split
 // a gang across models (or run part of it), and on rounds where a few
@@ -18,11 +21,15 @@ import "math"
 // At the LP's duals it equals the LP bound; a subgradient ascent at the
 // first branching node closes much of the rest (73% of the root gap on a
 // 166-job round late in a large run), and every node is then also cut by
-// L at those multipliers, restricted to the node's items and capacities.
-// Reduced-cost fixing still uses the LP's bound and duals only (fixing
-// by L would need the knapsacks' own reduced costs): the cut alone took
-// that round from 48,167 to 27,645 nodes, and a few others by 2-30x, but
-// most hard rounds by less than 10%.
+// L, restricted to the node's items and capacities, at multipliers each
+// node improves by a few steps of its own (lagrangeNode). The ascent's
+// multipliers also fix (lagrangeFix): forcing an item onto a model, or
+// out, raises L by what its knapsacks lose, read from their prefix and
+// suffix tables. On the late rounds of the large setting (400-650 jobs,
+// mostly gangs, every one of 1,000 GPUs to fill) the LP's duals fix
+// nothing until a good incumbent exists, so such rounds are searched in
+// two phases (branchAndBound): the second restarts from the root with the
+// first's incumbent, the ascent aimed at it.
 
 // lagrangeMaxWork bounds the knapsacks' size, items times GPUs, for which
 // the bound is used: it costs about that many steps a node.
@@ -30,6 +37,17 @@ const lagrangeMaxWork = 1 << 17
 
 // lagrangeIterations bounds the subgradient ascent at the root.
 const lagrangeIterations = 150
+
+// knapsackWork is what one pass over p's knapsacks adds to a search's
+// work (Options.WorkLimit): a step of a knapsack costs about a
+// sixty-fourth of what an item costs a node.
+func knapsackWork(p *Problem) int {
+	total := 0
+	for _, y := range p.Capacity {
+		total += max(0, y)
+	}
+	return p.N() * total / 64
+}
 
 // lagrangeSize reports whether p is small enough for the bound.
 func lagrangeSize(p *Problem) bool {
@@ -135,6 +153,7 @@ func (s *search) lagrangeRoot(p *Problem, idx []int, lp *lpSolution, fixedCost f
 	}
 	take := make([]int, n)
 	bestU, bestMu := append([]float64(nil), u...), mu
+	s.work += knapsackWork(p)
 	bestL, used := knapsackBound(p, idx, u, mu, take, s.lagBest)
 	L := bestL
 	theta, stale := 1.0, 0
@@ -160,6 +179,7 @@ func (s *search) lagrangeRoot(p *Problem, idx []int, lp *lpSolution, fixedCost f
 			u[idx[j]] = math.Max(0, u[idx[j]]+step*float64(take[j]-1))
 		}
 		mu = math.Max(0, mu+step*gmu)
+		s.work += knapsackWork(p)
 		L, used = knapsackBound(p, idx, u, mu, take, s.lagBest)
 		if L > bestL {
 			bestL, bestMu = L, mu
@@ -172,4 +192,245 @@ func (s *search) lagrangeRoot(p *Problem, idx []int, lp *lpSolution, fixedCost f
 	}
 	s.lagU, s.lagMu = bestU, bestMu
 	return bestL
+}
+
+// lagrangeFix is reduced-cost fixing with the Lagrangian bound at the
+// multipliers lagrangeRoot found (s.lagU, s.lagMu), for node sub (item j is
+// original item idx[j]; fixedCost is what the node's fixings cost). The
+// bound of the node with item j on model i is L plus what forcing j into
+// knapsack i and out of the others costs; with j left out, what taking it
+// out of every knapsack costs. Each knapsack gives these for every item
+// from its prefix and suffix tables (best value of the items before j, and
+// after j, within each capacity), in O(items x GPUs). An option whose
+// bound reaches the incumbent plus the tolerance is dropped: no assignment
+// that uses it is better. dropped[j*(M+1)+i] marks model i, and
+// dropped[j*(M+1)+M] leaving j out. It returns the node's Lagrangian bound
+// (fixedCost included) and how many options it dropped.
+func (s *search) lagrangeFix(sub *Problem, idx []int, fixedCost float64, dropped []bool) (float64, int) {
+	m, n := sub.M(), sub.N()
+	u, mu := s.lagU, s.lagMu
+	s.work += 4 * knapsackWork(sub) // the tables both ways and the combining
+	L := fixedCost + mu*float64(sub.MinUsage)
+	for j := 0; j < n; j++ {
+		L -= u[idx[j]]
+	}
+	// out[j] is what leaving j out of every knapsack costs; in[j*m+i] what
+	// forcing it into knapsack i costs beyond that (+Inf: not an option).
+	out := make([]float64, n)
+	in := make([]float64, n*m)
+	for k := range in {
+		in[k] = math.Inf(1)
+	}
+	var pre, suf []float64
+	for i := 0; i < m; i++ {
+		y := sub.Capacity[i]
+		if y <= 0 {
+			continue
+		}
+		w1 := y + 1
+		pre = growFloats(pre, (n+1)*w1)
+		suf = growFloats(suf, (n+1)*w1)
+		v := func(j int) (float64, bool) {
+			c := sub.Cost[j*m+i]
+			if math.IsInf(c, 1) || sub.Size[j] > y {
+				return 0, false
+			}
+			return c + u[idx[j]] - mu*float64(sub.Size[j]), true
+		}
+		// pre[j*w1+w]: best of items < j within w GPUs; suf[j*w1+w]: of items >= j.
+		for j := 0; j < n; j++ {
+			a, b := pre[j*w1:(j+1)*w1], pre[(j+1)*w1:(j+2)*w1]
+			copy(b, a)
+			if vj, ok := v(j); ok && vj < 0 {
+				for w := sub.Size[j]; w <= y; w++ {
+					b[w] = math.Min(b[w], a[w-sub.Size[j]]+vj)
+				}
+			}
+		}
+		for j := n - 1; j >= 0; j-- {
+			a, b := suf[(j+1)*w1:(j+2)*w1], suf[j*w1:(j+1)*w1]
+			copy(b, a)
+			if vj, ok := v(j); ok && vj < 0 {
+				for w := sub.Size[j]; w <= y; w++ {
+					b[w] = math.Min(b[w], a[w-sub.Size[j]]+vj)
+				}
+			}
+		}
+		K := pre[n*w1+y]
+		L += K
+		// others(j, c): best of the items other than j within c GPUs.
+		others := func(j, c int) float64 {
+			a, b := pre[j*w1:], suf[(j+1)*w1:]
+			best := math.Inf(1)
+			for w := 0; w <= c; w++ {
+				best = math.Min(best, a[w]+b[c-w])
+			}
+			return best
+		}
+		for j := 0; j < n; j++ {
+			vj, ok := v(j)
+			if !ok {
+				continue
+			}
+			ex := K
+			if vj < 0 { // j may be in the knapsack's optimum
+				ex = others(j, y)
+				out[j] += ex - K
+			}
+			in[j*m+i] = vj + others(j, y-sub.Size[j]) - ex
+		}
+	}
+	limit := s.bestVal + s.tol
+	count := 0
+	for j := 0; j < n; j++ {
+		base := L + out[j]
+		if base >= limit {
+			dropped[j*(m+1)+m] = true
+			count++
+		}
+		for i := 0; i < m; i++ {
+			if c := in[j*m+i]; !math.IsInf(c, 1) && base+c >= limit {
+				dropped[j*(m+1)+i] = true
+				count++
+			}
+		}
+	}
+	return L, count
+}
+
+func growFloats(b []float64, n int) []float64 {
+	if cap(b) < n {
+		return make([]float64, n)
+	}
+	b = b[:n]
+	clear(b)
+	return b
+}
+
+// lagrangeFixMaxWork bounds the knapsacks' size, items times GPUs, for which
+// a search runs the ascent and its fixing once, at the root of its second
+// phase: about 150 knapsack passes, a tenth of a second at 600 jobs on
+// 1,000 GPUs.
+const lagrangeFixMaxWork = 1 << 21
+
+// lagrangeFixSize reports whether p is small enough for the fixing.
+func lagrangeFixSize(p *Problem) bool {
+	total := 0
+	for _, y := range p.Capacity {
+		total += max(0, y)
+	}
+	return p.N()*total <= lagrangeFixMaxWork
+}
+
+// lagrangeDrop applies lagrangeFix to node sub: it returns the node
+// without the options the Lagrangian bound rules out (items left with no
+// model are left out, items that must run and have one model are fixed
+// there, in s.assign, recorded in undo), its items and cost of fixings.
+// next is nil when nothing was dropped; ok is false when no assignment of
+// the node can beat the incumbent.
+func (s *search) lagrangeDrop(sub *Problem, idx []int, fixedCost float64, undo *[]int) (next *Problem, nextIdx []int, fc float64, ok bool) {
+	m, n := sub.M(), sub.N()
+	dropped := make([]bool, n*(m+1))
+	if _, count := s.lagrangeFix(sub, idx, fixedCost, dropped); count == 0 {
+		return nil, nil, fixedCost, true
+	}
+	out := &Problem{Capacity: slices.Clone(sub.Capacity), MinUsage: sub.MinUsage,
+		Size: s.ar.zeroInts(n)[:0], Cost: s.ar.float64s(n * m)[:0]}
+	outIdx := s.ar.zeroInts(n)[:0]
+	fc = fixedCost
+	row := make([]float64, m)
+	for j := 0; j < n; j++ {
+		left, only := 0, -1
+		for i := 0; i < m; i++ {
+			row[i] = math.Inf(1)
+			if c := sub.Cost[j*m+i]; !math.IsInf(c, 1) && sub.Size[j] <= sub.Capacity[i] && !dropped[j*(m+1)+i] {
+				row[i] = c
+				left++
+				only = i
+			}
+		}
+		mustRun := dropped[j*(m+1)+m]
+		switch {
+		case left == 0 && mustRun:
+			s.ar.putFloats(out.Cost)
+			s.ar.putInts(out.Size, outIdx)
+			return nil, nil, fixedCost, false
+		case left == 0:
+			// Left out: nothing to record.
+		case left == 1 && mustRun:
+			fc += sub.Cost[j*m+only]
+			out.Capacity[only] -= sub.Size[j]
+			out.MinUsage = max(0, out.MinUsage-sub.Size[j])
+			s.assign[idx[j]] = only
+			*undo = append(*undo, idx[j])
+		default:
+			out.Size = append(out.Size, sub.Size[j])
+			out.Cost = append(out.Cost, row...)
+			outIdx = append(outIdx, idx[j])
+		}
+	}
+	if slices.ContainsFunc(out.Capacity, func(y int) bool { return y < 0 }) {
+		s.ar.putFloats(out.Cost)
+		s.ar.putInts(out.Size, outIdx)
+		return nil, nil, fixedCost, false
+	}
+	return out, outIdx, fc, true
+}
+
+// lagrangeNodeSteps is how many subgradient steps a node takes from the
+// multipliers the search holds before it gives up on cutting.
+const lagrangeNodeSteps = 20
+
+// lagrangeNode returns the Lagrangian bound of node sub (fixedCost
+// excluded) at the search's multipliers, improved by up to
+// lagrangeNodeSteps Polyak steps towards the incumbent on the node's own
+// items: any multipliers give a valid bound for every node, so the
+// improved ones are kept for the nodes after it, which a depth-first
+// search makes much like it.
+func (s *search) lagrangeNode(sub *Problem, idx []int, fixedCost float64) float64 {
+	n := sub.N()
+	target := s.bestVal - fixedCost
+	s.work += knapsackWork(sub)
+	take := s.ar.zeroInts(n)
+	defer s.ar.putInts(take)
+	L, used := knapsackBound(sub, idx, s.lagU, s.lagMu, take, s.lagBest)
+	for it := 0; it < lagrangeNodeSteps && L < target-s.tol; it++ {
+		norm := 0.0
+		for j := 0; j < n; j++ {
+			g := float64(take[j] - 1)
+			if s.lagU[idx[j]] == 0 && g < 0 {
+				g = 0
+			}
+			norm += g * g
+		}
+		gmu := float64(sub.MinUsage - used)
+		if s.lagMu == 0 && gmu < 0 {
+			gmu = 0
+		}
+		norm += gmu * gmu
+		if norm == 0 {
+			break
+		}
+		step := (target - L) / norm
+		old := s.ar.float64s(n)
+		for j := 0; j < n; j++ {
+			old[j] = s.lagU[idx[j]]
+			s.lagU[idx[j]] = math.Max(0, old[j]+step*float64(take[j]-1))
+		}
+		oldMu := s.lagMu
+		s.lagMu = math.Max(0, oldMu+step*gmu)
+		s.work += knapsackWork(sub)
+		L2, used2 := knapsackBound(sub, idx, s.lagU, s.lagMu, take, s.lagBest)
+		if L2 <= L { // no better here: back to where it was
+			for j := 0; j < n; j++ {
+				s.lagU[idx[j]] = old[j]
+			}
+			s.lagMu = oldMu
+			s.ar.putFloats(old)
+			break
+		}
+		s.ar.putFloats(old)
+		L, used = L2, used2
+	}
+	return L
 }

@@ -27,6 +27,10 @@ type Options struct {
 	// noDP turns the dynamic program for small clusters off, so that
 	// tests can check branch and bound on the same small instances.
 	noDP bool
+	// twoPhase makes every search run its second phase (branchAndBound),
+	// with the Lagrangian ascent and fixing, from the root: tests check it
+	// on instances small enough for brute force.
+	twoPhase bool
 }
 
 // DefaultNodeLimit stops a search that has not closed its gap; the answer
@@ -42,6 +46,10 @@ const DefaultNodeLimit = 100000
 // proved. Rounds with thousands of jobs close in a few hundred nodes, far
 // inside it.
 const DefaultWorkLimit = 12_000_000
+
+// phaseOneShare: the first phase of a two-phase search (branchAndBound)
+// gets the work limit over this.
+const phaseOneShare = 8
 
 // nodeWork is the fixed part of a node's work in WorkLimit's units.
 const nodeWork = 256
@@ -113,7 +121,32 @@ func branchAndBound(ctx context.Context, p *Problem, opt Options, target float64
 	}
 	// The root explores p itself: nodes never change their problem, and
 	// every step already skips options larger than their model.
+	// A round too large for the Lagrangian bound at every node but small
+	// enough for its fixing (hundreds of multi-GPU jobs on a thousand
+	// GPUs) is searched in two phases: the first, on an eighth of the work,
+	// finds a good incumbent (the root's heuristics rarely do when every
+	// GPU must be filled) and usually proves it; if not, the second starts
+	// again from the root with it, where the Lagrangian ascent aims at it
+	// and its fixing drops most options before branching.
+	twoPhase := opt.twoPhase || !lagrangeSize(p) && lagrangeFixSize(p)
+	workLimit := s.workLimit
+	if twoPhase {
+		s.workLimit = workLimit / phaseOneShare
+		if opt.twoPhase {
+			s.workLimit = 0 // tests: the second phase does it all
+		}
+	}
 	s.root(p)
+	if twoPhase && s.stopped && s.work > s.workLimit && s.nodes <= s.limit && ctx.Err() == nil {
+		s2 := newSearch(ctx, p, opt, target)
+		if s.best != nil {
+			s2.offer(s.best)
+		}
+		s2.nodes, s2.work, s2.augs, s2.coldSolves = s.nodes, s.work, s.augs, s.coldSolves
+		s2.workLimit, s2.lagLarge = workLimit, true
+		s2.root(p)
+		s = s2
+	}
 	if s.best == nil {
 		if s.stopped {
 			if err := ctx.Err(); err != nil {
@@ -183,6 +216,11 @@ type search struct {
 	lagMu    float64
 	lagBest  []float64
 	lagTried bool
+	// lagCut: the node is small enough (lagrangeSize) for the bound to cut
+	// every node; lagLarge: the search may run the ascent and its fixing
+	// on a larger node once (lagrangeFixSize), the second phase of
+	// branchAndBound.
+	lagCut, lagLarge bool
 }
 
 func newSearch(ctx context.Context, p *Problem, opt Options, target float64) *search {
@@ -293,8 +331,8 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 	// higher: it cuts the node, but reduced-cost fixing below needs the
 	// LP's own bound.
 	cut := bound
-	if s.lagU != nil {
-		lag, _ := knapsackBound(sub, idx, s.lagU, s.lagMu, nil, s.lagBest)
+	if s.lagU != nil && (s.lagCut || lagrangeSize(sub)) {
+		lag := s.lagrangeNode(sub, idx, fixedCost)
 		if cut = math.Max(bound, fixedCost+lag); cut >= s.bestVal-s.tol {
 			s.minOpen = math.Min(s.minOpen, cut)
 			return
@@ -319,11 +357,32 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 	} else {
 		s.round(sub, idx, lp, fixedCost)
 	}
-	if !s.lagTried && !s.nested && s.best != nil && lagrangeSize(sub) {
+	if !s.lagTried && !s.nested && s.best != nil && (lagrangeSize(sub) || s.lagLarge && lagrangeFixSize(sub)) {
 		// A tight round whose LP did not settle it at once: the
 		// Lagrangian bound is worth its cost from here on.
 		s.lagTried = true
+		s.lagCut = lagrangeSize(sub)
 		cut = math.Max(cut, fixedCost+s.lagrangeRoot(sub, idx, lp, fixedCost))
+		if s.done() || cut >= s.bestVal-s.tol {
+			s.minOpen = math.Min(s.minOpen, cut)
+			return
+		}
+		// Its multipliers also fix: the node goes on without the options
+		// they rule out, from a new LP.
+		if next, nextIdx, fc, ok := s.lagrangeDrop(sub, idx, fixedCost, &undo); next != nil {
+			s.lagCut = lagrangeSize(next)
+			// bound, not cut: reduced-cost fixing below measures the gap
+			// from a bound the LP's duals prove.
+			lp2 := s.solveNode(next, nextIdx, nil, fc, bound)
+			if lp2 != nil {
+				s.explore(next, nextIdx, lp2, fc, bound)
+			}
+			s.ar.putFloats(next.Cost)
+			s.ar.putInts(next.Size, nextIdx)
+			return
+		} else if !ok {
+			return // no assignment of the node beats the incumbent
+		}
 	}
 	if s.done() || cut >= s.bestVal-s.tol {
 		s.minOpen = math.Min(s.minOpen, cut)

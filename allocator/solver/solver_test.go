@@ -178,9 +178,13 @@ func TestSolveMatchesBruteForce(t *testing.T) {
 		}
 		p.MinUsage = k
 		// Both exact methods: the DP small clusters get, and branch and
-		// bound, which larger ones get.
-		for _, noDP := range []bool{false, true} {
-			res, err := Solve(ctx, p, Options{Start: pack.Choice, noDP: noDP})
+		// bound, which larger ones get, also as the second phase of a
+		// two-phase search (Lagrangian ascent, fixing and node cuts from
+		// the root).
+		for _, o := range []Options{{}, {noDP: true}, {noDP: true, twoPhase: true}} {
+			noDP := o
+			o.Start = pack.Choice
+			res, err := Solve(ctx, p, o)
 			if err != nil {
 				t.Fatalf("instance %d (noDP %v): Solve: %v\n%s", it, noDP, err, dump(p))
 			}
@@ -256,6 +260,17 @@ func TestBranchAndBoundMatchesDP(t *testing.T) {
 		got, tol := p.Objective(res.Choice), tolFor(p)
 		if !p.Feasible(res.Choice) || got < want-tol || res.Bound > want+tol || res.Status == Optimal && got > want+tol {
 			t.Fatalf("instance %d: objective %v bound %v (feasible %v, %v), DP %v\n%s", it, got, res.Bound, p.Feasible(res.Choice), res.Status, want, dump(p))
+		}
+		// The two-phase search (branchAndBound) from the root claims
+		// nothing the DP refutes either.
+		two := opt
+		two.twoPhase = true
+		res2, err := Solve(ctx, p, two)
+		if err != nil {
+			t.Fatalf("instance %d: two-phase Solve: %v\n%s", it, err, dump(p))
+		}
+		if got2 := p.Objective(res2.Choice); !p.Feasible(res2.Choice) || got2 < want-tol || res2.Bound > want+tol || res2.Status == Optimal && got2 > want+tol {
+			t.Fatalf("instance %d: two-phase objective %v bound %v (feasible %v, %v), DP %v\n%s", it, got2, res2.Bound, p.Feasible(res2.Choice), res2.Status, want, dump(p))
 		}
 		if !pack.Proven || res.Status != Optimal {
 			unproven++

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/nomad-fft/nomad-fft/allocator/sim"
 	"github.com/nomad-fft/nomad-fft/allocator/sim/metrics"
 )
 
@@ -29,6 +30,22 @@ func writeJobsCSV(w io.Writer, res []metrics.JobResult) error {
 			f(r.FirstRun), f(r.Starvation), strconv.Itoa(r.Switches), strconv.Itoa(r.Preemptions),
 			strconv.FormatBool(r.Rejected), strconv.FormatBool(r.Finished), strconv.FormatBool(r.Measured),
 			f(r.NAvg), strconv.Itoa(r.NArrival), f(r.FTF), f(r.FTFArrival), f(r.FTFGavel)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// writeRoundsCSV writes one row per round of a run: when it started, its
+// jobs, and where its time went (the whole round, the solve, the
+// placement), with the decision's status, gap and search nodes, so that a
+// slow round can be named.
+func writeRoundsCSV(w io.Writer, rounds []sim.RoundStats) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"round", "start_s", "active", "seconds", "trigger", "wall_s", "solve_s", "place_s", "status", "gap", "nodes"})
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+	for _, r := range rounds {
+		_ = cw.Write([]string{strconv.Itoa(r.Round), f(r.Start), strconv.Itoa(r.Active), f(r.Seconds), string(r.Trigger),
+			f(r.Wall.Seconds()), f(r.Solve.Seconds()), f(r.Place.Seconds()), r.Status, f(r.Gap), strconv.Itoa(r.Nodes)})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -340,7 +340,7 @@ func writeFile(path string, f func(io.Writer) error) error {
 	return fh.Close()
 }
 
-// writeRun writes one run's per-job CSV and summary JSON.
+// writeRun writes one run's per-job and per-round CSVs and summary JSON.
 func writeRun(o *simulateOptions, k runKey, ro *runOut) error {
 	if o.records {
 		if err := writeFile(filepath.Join(o.out, k.file("records", ".jsonl")), func(w io.Writer) error { return writeRecords(w, ro.log.Records) }); err != nil {
@@ -348,6 +348,9 @@ func writeRun(o *simulateOptions, k runKey, ro *runOut) error {
 		}
 	}
 	if err := writeFile(filepath.Join(o.out, k.file("jobs", ".csv")), func(w io.Writer) error { return writeJobsCSV(w, ro.res) }); err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(o.out, k.file("rounds", ".csv")), func(w io.Writer) error { return writeRoundsCSV(w, ro.log.Rounds) }); err != nil {
 		return err
 	}
 	return writeFile(filepath.Join(o.out, k.file("summary", ".json")), func(w io.Writer) error {

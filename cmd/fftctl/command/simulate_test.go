@@ -42,7 +42,7 @@ func TestSimulate(t *testing.T) {
 		t.Errorf("no progress on stderr:\n%s", errb)
 	}
 	for _, f := range []string{
-		"jobs-fifo-r1-s0.csv", "summary-gavel-las-r2-s1.json", "workload-r1-s0.csv",
+		"jobs-fifo-r1-s0.csv", "rounds-fifo-r1-s0.csv", "summary-gavel-las-r2-s1.json", "workload-r1-s0.csv",
 		"jct-cdf-r2-s1.png", "jct-cdf-r2-s1.svg", "ftf-cdf-r1-s0.png", "utilisation-r1-s1.svg",
 	} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
