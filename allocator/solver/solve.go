@@ -385,7 +385,7 @@ func (s *search) carry(parentSub *Problem, parentLP *lpSolution, sub *Problem, n
 		if nj > jb {
 			nj--
 		}
-		copy(carried[nj*m:], parentLP.flow[j*m:(j+1)*m])
+		copy(carried[nj*m:], parentLP.row(j, m))
 	}
 	return carried
 }
@@ -540,8 +540,8 @@ func (s *search) integral(sub *Problem, lp *lpSolution) bool {
 
 // lpModel is the model holding all of item j in the LP, or -1.
 func lpModel(lp *lpSolution, j, m, size int) int {
-	for i := 0; i < m; i++ {
-		if lp.flow[j*m+i] == size {
+	for i, f := range lp.row(j, m) {
+		if f == size {
 			return i
 		}
 	}
@@ -558,9 +558,14 @@ type option struct {
 // and LP flow.
 func modelOptions(out []option, sub *Problem, lp *lpSolution, j int) []option {
 	m := sub.M()
+	row := lp.row(j, m)
 	for i := 0; i < m; i++ {
 		if c := sub.Cost[j*m+i]; !math.IsInf(c, 1) && sub.Size[j] <= sub.Capacity[i] {
-			out = append(out, option{j: j, i: i, r: c - float64(sub.Size[j])*lp.q[i], flow: lp.flow[j*m+i]})
+			f := 0
+			if row != nil {
+				f = row[i]
+			}
+			out = append(out, option{j: j, i: i, r: c - float64(sub.Size[j])*lp.q[i], flow: f})
 		}
 	}
 	return out
