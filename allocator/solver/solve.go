@@ -148,6 +148,14 @@ type search struct {
 	// assign holds fixings of the current path (original indices).
 	assign []int
 	best   []int
+	// roundChoice and roundCand are round's buffers: it runs at nearly
+	// every node.
+	roundChoice []int
+	roundCand   []option
+	// spare is the buffer of an assignment that lost to best (as long
+	// as the round): offerSub fills it next, so a search allocates about
+	// two however often it improves.
+	spare []int
 	// bestVal is +Inf until an incumbent exists.
 	bestVal float64
 	// minOpen is the least bound of a node cut by its bound or left
@@ -207,8 +215,9 @@ func newSearch(ctx context.Context, p *Problem, opt Options, target float64) *se
 // offer takes a complete feasible assignment as incumbent if it is better.
 func (s *search) offer(choice []int) {
 	if v := s.p.objective(choice); v < s.bestVal {
-		s.best, s.bestVal = choice, v
+		s.best, s.bestVal, choice = choice, v, s.best
 	}
+	s.spare = choice // the loser's buffer serves the next offer
 }
 
 func (s *search) done() bool {
@@ -520,7 +529,8 @@ func (s *search) offerSub(sub *Problem, idx []int, fixedCost float64, choice fun
 	if v >= s.bestVal+s.tol {
 		return
 	}
-	out := slices.Clone(s.assign)
+	out := append(s.spare[:0], s.assign...)
+	s.spare = nil
 	for j, o := range idx {
 		out[o] = choice(j)
 	}
@@ -591,12 +601,12 @@ func lpPreference(a, b option) int {
 // for the usage bound or lower the objective.
 func (s *search) round(sub *Problem, idx []int, lp *lpSolution, fixedCost float64) {
 	m, n := sub.M(), sub.N()
-	choice := make([]int, n)
+	choice := s.roundChoice[:0]
 	load := make([]int, m)
 	usage := 0
-	var cand []option
+	cand := s.roundCand[:0]
 	for j := 0; j < n; j++ {
-		choice[j] = -1
+		choice = append(choice, -1)
 		if i := lpModel(lp, j, m, sub.Size[j]); i >= 0 {
 			choice[j] = i
 			load[i] += sub.Size[j]
@@ -605,6 +615,7 @@ func (s *search) round(sub *Problem, idx []int, lp *lpSolution, fixedCost float6
 		}
 		cand = modelOptions(cand, sub, lp, j)
 	}
+	s.roundChoice, s.roundCand = choice, cand
 	slices.SortFunc(cand, lpPreference)
 	for _, o := range cand {
 		d := sub.Size[o.j]
