@@ -103,6 +103,8 @@ func solve(ctx context.Context, p *Problem, opt Options, target float64) (Result
 // branchAndBound is solve's search for rounds too large for the DP.
 func branchAndBound(ctx context.Context, p *Problem, opt Options, target float64, start time.Time) (Result, error) {
 	s := newSearch(ctx, p, opt, target)
+	s.ar = takeArena()
+	defer putArena(s.ar)
 	if opt.Start != nil {
 		if len(opt.Start) != p.N() {
 			panic(fmt.Sprintf("solver: len(Start) = %d, want N = %d", len(opt.Start), p.N()))
@@ -177,7 +179,8 @@ type search struct {
 	unproven bool
 	// coldSolves counts warm starts that were not optimal.
 	coldSolves int
-	// ar recycles per-node buffers.
+	// ar recycles per-node buffers; it is pooled across searches, so
+	// nothing a search returns may come from it.
 	ar *arena
 	// noDP: see Options.
 	noDP bool
@@ -198,7 +201,6 @@ func newSearch(ctx context.Context, p *Problem, opt Options, target float64) *se
 		ctx: ctx, p: p, limit: opt.NodeLimit, workLimit: opt.WorkLimit, target: target, noDP: opt.noDP,
 		assign:  make([]int, p.N()),
 		bestVal: math.Inf(1), minOpen: math.Inf(1),
-		ar: &arena{},
 	}
 	if s.limit <= 0 {
 		s.limit = DefaultNodeLimit
