@@ -2,7 +2,8 @@ package solver
 
 import (
 	"math/bits"
-	"sync"
+
+	"github.com/nomad-fft/nomad-fft/allocator/internal/recycle"
 )
 
 // arena recycles the large per-node buffers of one search. Nodes are
@@ -21,21 +22,21 @@ type arena struct {
 	lp *lpBufs
 }
 
-// arenas keeps the arenas of finished searches: a round decided after
-// another (the simulator, the benchmarks) then finds the buffers it needs
-// already in memory, where fresh ones cost their page faults and their
-// garbage. Nothing a search returns comes from its arena.
-var arenas sync.Pool
+// arenas keeps the arena of the last finished search: a round decided
+// after another (the simulator, the benchmarks) then finds the buffers it
+// needs already in memory, where fresh ones cost their page faults and
+// their garbage. Nothing a search returns comes from its arena.
+var arenas recycle.Keeper[arena]
 
-// takeArena returns a pooled arena, or a new one.
+// takeArena returns the kept arena, or a new one.
 func takeArena() *arena {
-	if a, ok := arenas.Get().(*arena); ok {
+	if a := arenas.Take(); a != nil {
 		return a
 	}
 	return &arena{}
 }
 
-// putArena pools a for the next search, unless it holds more than
+// putArena keeps a for the next search, unless it holds more than
 // maxPooled elements (a round far larger than the usual).
 func putArena(a *arena) {
 	if a.floats.held+a.ints.held+a.heaps.held+a.items.held <= maxPooled {
