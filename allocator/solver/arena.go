@@ -14,6 +14,7 @@ import (
 type arena struct {
 	floats freeList[float64]
 	ints   freeList[int]
+	small  freeList[int32]
 	heaps  freeList[entryHeap]
 	items  freeList[heapEntry]
 	// arcs is one buffer: only one LP's duals are computed at a time.
@@ -39,7 +40,7 @@ func takeArena() *arena {
 // putArena keeps a for the next search, unless it holds more than
 // maxPooled elements (a round far larger than the usual).
 func putArena(a *arena) {
-	if a.floats.held+a.ints.held+a.heaps.held+a.items.held <= maxPooled {
+	if a.floats.held+a.ints.held+a.small.held+a.heaps.held+a.items.held <= maxPooled {
 		arenas.Put(a)
 	}
 }
@@ -144,6 +145,14 @@ func (a *arena) zeroInts(n int) []int {
 	return b
 }
 
+// int32s returns a slice of n int32s with unspecified contents.
+func (a *arena) int32s(n int) []int32 {
+	if a == nil {
+		return make([]int32, n)
+	}
+	return a.small.take(n)
+}
+
 // entries returns an empty slice of heap entries with room for n.
 func (a *arena) entries(n int) []heapEntry {
 	if a == nil {
@@ -177,6 +186,12 @@ func (a *arena) putInts(b ...[]int) {
 		for _, x := range b {
 			a.ints.put(x)
 		}
+	}
+}
+
+func (a *arena) putInt32s(b []int32) {
+	if a != nil {
+		a.small.put(b)
 	}
 }
 

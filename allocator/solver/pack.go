@@ -99,17 +99,17 @@ func fittingUsage(p *Problem) int {
 // many small items.
 func bestFit(p *Problem) []int {
 	m, n := p.M(), p.N()
-	order := make([]int, n)
+	order := make([]int32, n) // half an []int: it is as long as the round
 	for j := range order {
-		order[j] = j
+		order[j] = int32(j)
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(p.Size[b], p.Size[a]) })
+	slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(p.Size[b], p.Size[a]) })
 	room := slices.Clone(p.Capacity)
 	choice := make([]int, n)
 	for _, j := range order {
 		choice[j] = -1
 		for i := 0; i < m; i++ {
-			if p.Allowed(j, i) && p.Size[j] <= room[i] && (choice[j] < 0 || room[i] < room[choice[j]]) {
+			if p.Allowed(int(j), i) && p.Size[j] <= room[i] && (choice[j] < 0 || room[i] < room[choice[j]]) {
 				choice[j] = i
 			}
 		}

@@ -102,9 +102,11 @@ func solve(ctx context.Context, p *Problem, opt Options, target float64) (Result
 
 // branchAndBound is solve's search for rounds too large for the DP.
 func branchAndBound(ctx context.Context, p *Problem, opt Options, target float64, start time.Time) (Result, error) {
-	s := newSearch(ctx, p, opt, target)
-	s.ar = takeArena()
-	defer putArena(s.ar)
+	s := newSearch(ctx, p, opt, target, takeArena())
+	defer func() {
+		s.ar.putInts(s.assign)
+		putArena(s.ar)
+	}()
 	if opt.Start != nil {
 		if len(opt.Start) != p.N() {
 			panic(fmt.Sprintf("solver: len(Start) = %d, want N = %d", len(opt.Start), p.N()))
@@ -196,11 +198,14 @@ type search struct {
 	lagTried bool
 }
 
-func newSearch(ctx context.Context, p *Problem, opt Options, target float64) *search {
+// newSearch starts a search with the buffers of ar; its assign goes back
+// to ar when the search is done.
+func newSearch(ctx context.Context, p *Problem, opt Options, target float64, ar *arena) *search {
 	s := &search{
 		ctx: ctx, p: p, limit: opt.NodeLimit, workLimit: opt.WorkLimit, target: target, noDP: opt.noDP,
-		assign:  make([]int, p.N()),
+		assign:  ar.zeroInts(p.N()),
 		bestVal: math.Inf(1), minOpen: math.Inf(1),
+		ar: ar,
 	}
 	if s.limit <= 0 {
 		s.limit = DefaultNodeLimit
@@ -228,7 +233,8 @@ func (s *search) done() bool {
 
 // root searches p from scratch: all its items free, nothing fixed.
 func (s *search) root(p *Problem) {
-	idx := make([]int, p.N())
+	idx := s.ar.zeroInts(p.N())
+	defer s.ar.putInts(idx)
 	for j := range idx {
 		idx[j] = j
 	}
@@ -350,7 +356,8 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 		jb = int(newIndex[jb])
 		defer func() {
 			s.ar.putFloats(next.Cost)
-			s.ar.putInts(next.Size, nextIdx)
+			s.ar.putInts(next.Size, next.Capacity, nextIdx)
+			s.ar.putInt32s(newIndex)
 		}()
 	}
 	sub, idx = next, nextIdx
@@ -372,7 +379,7 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 			s.ar.release(k.lp)
 		}
 		s.ar.putFloats(k.sub.Cost)
-		s.ar.putInts(k.sub.Size, k.idx)
+		s.ar.putInts(k.sub.Size, k.sub.Capacity, k.idx)
 	}
 	if s.stopped {
 		s.minOpen = math.Min(s.minOpen, bound)
@@ -438,7 +445,7 @@ func (s *search) children(sub *Problem, idx []int, jb int, opts []int, carried *
 		s.ar.putInts(warm)
 		if k.lp == nil {
 			s.ar.putFloats(k.sub.Cost)
-			s.ar.putInts(k.sub.Size, k.idx)
+			s.ar.putInts(k.sub.Size, k.sub.Capacity, k.idx)
 			if s.stopped {
 				break
 			}
@@ -499,7 +506,7 @@ func fitWarm(p *Problem, carried []int, ar *arena) []int {
 // excluding options whose size exceeds the capacity.
 func restrict(sub *Problem, idx []int, drop int, ar *arena) *Problem {
 	m := sub.M()
-	out := &Problem{Capacity: slices.Clone(sub.Capacity), MinUsage: sub.MinUsage}
+	out := &Problem{Capacity: append(ar.zeroInts(m)[:0], sub.Capacity...), MinUsage: sub.MinUsage}
 	out.Size = ar.zeroInts(sub.N())[:0]
 	out.Cost = ar.float64s(len(sub.Cost))[:0]
 	for j := 0; j < sub.N(); j++ {
@@ -683,7 +690,8 @@ func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution, fixedCos
 	}
 	core := &Problem{Capacity: slices.Clone(sub.Capacity), MinUsage: sub.MinUsage}
 	var coreIdx []int
-	fixed := make([]int, n)
+	fixed := s.ar.zeroInts(n)
+	defer s.ar.putInts(fixed)
 	for j := 0; j < n; j++ {
 		fixed[j] = -1
 		if free[j] {
@@ -698,10 +706,11 @@ func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution, fixedCos
 			core.MinUsage = max(0, core.MinUsage-sub.Size[j])
 		}
 	}
-	inner := newSearch(s.ctx, core, Options{NodeLimit: coreNodeLimit}, math.Inf(-1))
+	// The nested search runs inside this node and gives back what it takes.
+	inner := newSearch(s.ctx, core, Options{NodeLimit: coreNodeLimit}, math.Inf(-1), s.ar)
 	inner.nested = true
-	inner.ar = s.ar // the nested search runs inside this node and gives back what it takes
 	inner.root(core)
+	s.ar.putInts(inner.assign)
 	s.nodes += inner.nodes
 	s.work += inner.work
 	s.augs += inner.augs
@@ -899,11 +908,12 @@ func (s *search) fix(sub *Problem, idx []int, lp *lpSolution, gap, fixedCost flo
 	if !changed {
 		return sub, idx, nil, fixedCost, undo
 	}
-	out := &Problem{Capacity: slices.Clone(sub.Capacity), MinUsage: sub.MinUsage,
+	out := &Problem{Capacity: append(s.ar.zeroInts(m)[:0], sub.Capacity...), MinUsage: sub.MinUsage,
 		Size: s.ar.zeroInts(kept)[:0], Cost: s.ar.float64s(kept * m)[:0]}
 	outIdx := s.ar.zeroInts(kept)[:0]
-	newIndex := make([]int32, n)
-	row := make([]float64, m)
+	newIndex := s.ar.int32s(n)
+	row := s.ar.float64s(m)
+	defer s.ar.putFloats(row)
 	for j := 0; j < n; j++ {
 		newIndex[j] = -1
 		switch f := fate[j]; {
