@@ -6,8 +6,8 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"sync"
 
+	"github.com/nomad-fft/nomad-fft/allocator/internal/recycle"
 	"github.com/nomad-fft/nomad-fft/allocator/solver"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
@@ -183,15 +183,14 @@ func (in *Instance) Problem() (*solver.Problem, error) {
 	return in.problem(make([]float64, len(in.Jobs)*len(in.Models)), nil)
 }
 
-// costs recycles the cost matrices of Decide's problems (12.8 MB at
-// 100,000 jobs x 16 models): a fresh one costs its page faults and its
-// garbage, and the simulator decides round after round. It holds
-// *[]float64.
-var costs sync.Pool
+// costs keeps the cost matrix of the last round Decide solved (12.8 MB at
+// 100,000 jobs x 16 models) for the next: a fresh one costs its page
+// faults and its garbage, and the simulator decides round after round.
+var costs recycle.Keeper[[]float64]
 
-// takeCosts returns n zeros, recycled when a large enough matrix is pooled.
+// takeCosts returns n zeros, recycled when a large enough matrix is kept.
 func takeCosts(n int) []float64 {
-	if v, ok := costs.Get().(*[]float64); ok && cap(*v) >= n {
+	if v := costs.Take(); v != nil && cap(*v) >= n {
 		b := (*v)[:n]
 		clear(b)
 		return b

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/nomad-fft/nomad-fft/allocator/internal/recycle"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
@@ -71,7 +72,8 @@ func (in *Instance) validate(theta []float64, each func(k int, st fairness.JobSt
 			return &FieldError{"model", id, "memory_gb", m.MemoryGB, fmt.Sprintf("must be a number in [0, %g] (0 = unknown)", MaxMemoryGB)}
 		}
 	}
-	ids := make(map[string]struct{}, len(in.Jobs))
+	ids := takeIDs(len(in.Jobs))
+	defer idSets.Put(&ids)
 	for k := range in.Jobs {
 		j := &in.Jobs[k]
 		if j.ID == "" {
@@ -99,6 +101,19 @@ func (in *Instance) validate(theta []float64, each func(k int, st fairness.JobSt
 		}
 	}
 	return nil
+}
+
+// idSets keeps the set of job ids of the last round validated (a 100,000
+// job round's is about 3 MB) for the next, as costs keeps its matrix.
+var idSets recycle.Keeper[map[string]struct{}]
+
+// takeIDs returns an empty set of job ids with room for n.
+func takeIDs(n int) map[string]struct{} {
+	if v := idSets.Take(); v != nil {
+		clear(*v)
+		return *v
+	}
+	return make(map[string]struct{}, n)
 }
 
 // Validate checks that every setting is in its range (limits.go) and

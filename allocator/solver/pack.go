@@ -38,7 +38,7 @@ func MaxUsage(ctx context.Context, p *Problem, opt Options) (Packing, error) {
 	for _, y := range p.Capacity {
 		bound += y
 	}
-	bound = min(bound, p.usage(allFitting(p)))
+	bound = min(bound, fittingUsage(p))
 	if p.usage(best) == bound {
 		return Packing{Usage: bound, Choice: best, Proven: true, Bound: bound}, nil
 	}
@@ -79,20 +79,19 @@ func packingProblem(p *Problem) *Problem {
 // fits reports whether item j may use model i and fits its capacity.
 func (p *Problem) fits(j, i int) bool { return p.Allowed(j, i) && p.Size[j] <= p.Capacity[i] }
 
-// allFitting chooses, for every item, some model it fits (ignoring
-// capacity sums): its usage bounds any packing.
-func allFitting(p *Problem) []int {
-	choice := make([]int, p.N())
-	for j := range choice {
-		choice[j] = -1
+// fittingUsage is the GPUs of every item that fits some model (ignoring
+// capacity sums): it bounds any packing.
+func fittingUsage(p *Problem) int {
+	u := 0
+	for j := 0; j < p.N(); j++ {
 		for i := 0; i < p.M(); i++ {
 			if p.fits(j, i) {
-				choice[j] = i
+				u += p.Size[j]
 				break
 			}
 		}
 	}
-	return choice
+	return u
 }
 
 // bestFit packs items largest first, each onto the admissible model with
@@ -100,17 +99,17 @@ func allFitting(p *Problem) []int {
 // many small items.
 func bestFit(p *Problem) []int {
 	m, n := p.M(), p.N()
-	order := make([]int, n)
+	order := make([]int32, n) // half an []int: it is as long as the round
 	for j := range order {
-		order[j] = j
+		order[j] = int32(j)
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(p.Size[b], p.Size[a]) })
+	slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(p.Size[b], p.Size[a]) })
 	room := slices.Clone(p.Capacity)
 	choice := make([]int, n)
 	for _, j := range order {
 		choice[j] = -1
 		for i := 0; i < m; i++ {
-			if p.Allowed(j, i) && p.Size[j] <= room[i] && (choice[j] < 0 || room[i] < room[choice[j]]) {
+			if p.Allowed(int(j), i) && p.Size[j] <= room[i] && (choice[j] < 0 || room[i] < room[choice[j]]) {
 				choice[j] = i
 			}
 		}

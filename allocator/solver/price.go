@@ -60,9 +60,7 @@ func solveColumns(p *Problem, in []int, ar *arena) *lpSolution {
 		}
 		more := violators(p, in, lp.q)
 		if len(more) == 0 {
-			sol := expand(p, in, lp, ar)
-			ar.release(lp)
-			return sol
+			return expand(p, in, lp, ar)
 		}
 		// The next round starts from this optimum: the new items wait
 		// with no GPUs placed, and repair takes in those worth it.
@@ -184,15 +182,19 @@ func carryColumns(flow []int, from, to []int, m int, ar *arena) []int {
 
 // expand turns the LP over the items in into p's: the items left out hold
 // no GPUs and, their reduced costs being non-negative, change neither the
-// value nor the bound.
+// value nor the bound. It keeps lp's flow, its rows indexed by rows, and
+// gives lp's other buffers back to ar.
 func expand(p *Problem, in []int, lp *lpSolution, ar *arena) *lpSolution {
-	m := p.M()
 	sol := *lp
-	sol.flow = ar.zeroInts(p.N() * m)
+	sol.rows = ar.zeroInts(p.N())
 	sol.assigned = ar.zeroInts(p.N())
+	for j := range sol.rows {
+		sol.rows[j] = -1
+	}
 	for k, j := range in {
-		copy(sol.flow[j*m:(j+1)*m], lp.flow[k*m:(k+1)*m])
+		sol.rows[j] = k
 		sol.assigned[j] = lp.assigned[k]
 	}
+	ar.putInts(lp.assigned)
 	return &sol
 }

@@ -110,7 +110,11 @@ func solve(ctx context.Context, p *Problem, opt Options, target float64) (Result
 
 // branchAndBound is solve's search for rounds too large for the DP.
 func branchAndBound(ctx context.Context, p *Problem, opt Options, target float64, start time.Time) (Result, error) {
-	s := newSearch(ctx, p, opt, target)
+	s := newSearch(ctx, p, opt, target, takeArena())
+	defer func() {
+		s.ar.putInts(s.assign)
+		putArena(s.ar)
+	}()
 	if opt.Start != nil {
 		if len(opt.Start) != p.N() {
 			panic(fmt.Sprintf("solver: len(Start) = %d, want N = %d", len(opt.Start), p.N()))
@@ -181,6 +185,14 @@ type search struct {
 	// assign holds fixings of the current path (original indices).
 	assign []int
 	best   []int
+	// roundChoice and roundCand are round's buffers: it runs at nearly
+	// every node.
+	roundChoice []int
+	roundCand   []option
+	// spare is the buffer of an assignment that lost to best (as long
+	// as the round): offerSub fills it next, so a search allocates about
+	// two however often it improves.
+	spare []int
 	// bestVal is +Inf until an incumbent exists.
 	bestVal float64
 	// minOpen is the least bound of a node cut by its bound or left
@@ -202,7 +214,8 @@ type search struct {
 	unproven bool
 	// coldSolves counts warm starts that were not optimal.
 	coldSolves int
-	// ar recycles per-node buffers.
+	// ar recycles per-node buffers; it is pooled across searches, so
+	// nothing a search returns may come from it.
 	ar *arena
 	// noDP: see Options.
 	noDP bool
@@ -223,12 +236,14 @@ type search struct {
 	lagCut, lagLarge bool
 }
 
-func newSearch(ctx context.Context, p *Problem, opt Options, target float64) *search {
+// newSearch starts a search with the buffers of ar; its assign goes back
+// to ar when the search is done.
+func newSearch(ctx context.Context, p *Problem, opt Options, target float64, ar *arena) *search {
 	s := &search{
 		ctx: ctx, p: p, limit: opt.NodeLimit, workLimit: opt.WorkLimit, target: target, noDP: opt.noDP,
-		assign:  make([]int, p.N()),
+		assign:  ar.zeroInts(p.N()),
 		bestVal: math.Inf(1), minOpen: math.Inf(1),
-		ar: &arena{},
+		ar: ar,
 	}
 	if s.limit <= 0 {
 		s.limit = DefaultNodeLimit
@@ -245,8 +260,9 @@ func newSearch(ctx context.Context, p *Problem, opt Options, target float64) *se
 // offer takes a complete feasible assignment as incumbent if it is better.
 func (s *search) offer(choice []int) {
 	if v := s.p.objective(choice); v < s.bestVal {
-		s.best, s.bestVal = choice, v
+		s.best, s.bestVal, choice = choice, v, s.best
 	}
+	s.spare = choice // the loser's buffer serves the next offer
 }
 
 func (s *search) done() bool {
@@ -255,7 +271,8 @@ func (s *search) done() bool {
 
 // root searches p from scratch: all its items free, nothing fixed.
 func (s *search) root(p *Problem) {
-	idx := make([]int, p.N())
+	idx := s.ar.zeroInts(p.N())
+	defer s.ar.putInts(idx)
 	for j := range idx {
 		idx[j] = j
 	}
@@ -398,7 +415,8 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 		jb = int(newIndex[jb])
 		defer func() {
 			s.ar.putFloats(next.Cost)
-			s.ar.putInts(next.Size, nextIdx)
+			s.ar.putInts(next.Size, next.Capacity, nextIdx)
+			s.ar.putInt32s(newIndex)
 		}()
 	}
 	sub, idx = next, nextIdx
@@ -420,7 +438,7 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 			s.ar.release(k.lp)
 		}
 		s.ar.putFloats(k.sub.Cost)
-		s.ar.putInts(k.sub.Size, k.idx)
+		s.ar.putInts(k.sub.Size, k.sub.Capacity, k.idx)
 	}
 	if s.stopped {
 		s.minOpen = math.Min(s.minOpen, bound)
@@ -444,7 +462,7 @@ func (s *search) carry(parentSub *Problem, parentLP *lpSolution, sub *Problem, n
 		if nj > jb {
 			nj--
 		}
-		copy(carried[nj*m:], parentLP.flow[j*m:(j+1)*m])
+		copy(carried[nj*m:], parentLP.row(j, m))
 	}
 	return carried
 }
@@ -486,7 +504,7 @@ func (s *search) children(sub *Problem, idx []int, jb int, opts []int, carried *
 		s.ar.putInts(warm)
 		if k.lp == nil {
 			s.ar.putFloats(k.sub.Cost)
-			s.ar.putInts(k.sub.Size, k.idx)
+			s.ar.putInts(k.sub.Size, k.sub.Capacity, k.idx)
 			if s.stopped {
 				break
 			}
@@ -547,7 +565,7 @@ func fitWarm(p *Problem, carried []int, ar *arena) []int {
 // excluding options whose size exceeds the capacity.
 func restrict(sub *Problem, idx []int, drop int, ar *arena) *Problem {
 	m := sub.M()
-	out := &Problem{Capacity: slices.Clone(sub.Capacity), MinUsage: sub.MinUsage}
+	out := &Problem{Capacity: append(ar.zeroInts(m)[:0], sub.Capacity...), MinUsage: sub.MinUsage}
 	out.Size = ar.zeroInts(sub.N())[:0]
 	out.Cost = ar.float64s(len(sub.Cost))[:0]
 	for j := 0; j < sub.N(); j++ {
@@ -579,7 +597,8 @@ func (s *search) offerSub(sub *Problem, idx []int, fixedCost float64, choice fun
 	if v >= s.bestVal+s.tol {
 		return
 	}
-	out := slices.Clone(s.assign)
+	out := append(s.spare[:0], s.assign...)
+	s.spare = nil
 	for j, o := range idx {
 		out[o] = choice(j)
 	}
@@ -599,8 +618,8 @@ func (s *search) integral(sub *Problem, lp *lpSolution) bool {
 
 // lpModel is the model holding all of item j in the LP, or -1.
 func lpModel(lp *lpSolution, j, m, size int) int {
-	for i := 0; i < m; i++ {
-		if lp.flow[j*m+i] == size {
+	for i, f := range lp.row(j, m) {
+		if f == size {
 			return i
 		}
 	}
@@ -617,9 +636,14 @@ type option struct {
 // and LP flow.
 func modelOptions(out []option, sub *Problem, lp *lpSolution, j int) []option {
 	m := sub.M()
+	row := lp.row(j, m)
 	for i := 0; i < m; i++ {
 		if c := sub.Cost[j*m+i]; !math.IsInf(c, 1) && sub.Size[j] <= sub.Capacity[i] {
-			out = append(out, option{j: j, i: i, r: c - float64(sub.Size[j])*lp.q[i], flow: lp.flow[j*m+i]})
+			f := 0
+			if row != nil {
+				f = row[i]
+			}
+			out = append(out, option{j: j, i: i, r: c - float64(sub.Size[j])*lp.q[i], flow: f})
 		}
 	}
 	return out
@@ -645,12 +669,12 @@ func lpPreference(a, b option) int {
 // for the usage bound or lower the objective.
 func (s *search) round(sub *Problem, idx []int, lp *lpSolution, fixedCost float64) {
 	m, n := sub.M(), sub.N()
-	choice := make([]int, n)
+	choice := s.roundChoice[:0]
 	load := make([]int, m)
 	usage := 0
-	var cand []option
+	cand := s.roundCand[:0]
 	for j := 0; j < n; j++ {
-		choice[j] = -1
+		choice = append(choice, -1)
 		if i := lpModel(lp, j, m, sub.Size[j]); i >= 0 {
 			choice[j] = i
 			load[i] += sub.Size[j]
@@ -659,6 +683,7 @@ func (s *search) round(sub *Problem, idx []int, lp *lpSolution, fixedCost float6
 		}
 		cand = modelOptions(cand, sub, lp, j)
 	}
+	s.roundChoice, s.roundCand = choice, cand
 	slices.SortFunc(cand, lpPreference)
 	for _, o := range cand {
 		d := sub.Size[o.j]
@@ -724,7 +749,8 @@ func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution, fixedCos
 	}
 	core := &Problem{Capacity: slices.Clone(sub.Capacity), MinUsage: sub.MinUsage}
 	var coreIdx []int
-	fixed := make([]int, n)
+	fixed := s.ar.zeroInts(n)
+	defer s.ar.putInts(fixed)
 	for j := 0; j < n; j++ {
 		fixed[j] = -1
 		if free[j] {
@@ -739,10 +765,11 @@ func (s *search) coreHeuristic(sub *Problem, idx []int, lp *lpSolution, fixedCos
 			core.MinUsage = max(0, core.MinUsage-sub.Size[j])
 		}
 	}
-	inner := newSearch(s.ctx, core, Options{NodeLimit: coreNodeLimit}, math.Inf(-1))
+	// The nested search runs inside this node and gives back what it takes.
+	inner := newSearch(s.ctx, core, Options{NodeLimit: coreNodeLimit}, math.Inf(-1), s.ar)
 	inner.nested = true
-	inner.ar = s.ar // the nested search runs inside this node and gives back what it takes
 	inner.root(core)
+	s.ar.putInts(inner.assign)
 	s.nodes += inner.nodes
 	s.work += inner.work
 	s.augs += inner.augs
@@ -940,11 +967,12 @@ func (s *search) fix(sub *Problem, idx []int, lp *lpSolution, gap, fixedCost flo
 	if !changed {
 		return sub, idx, nil, fixedCost, undo
 	}
-	out := &Problem{Capacity: slices.Clone(sub.Capacity), MinUsage: sub.MinUsage,
+	out := &Problem{Capacity: append(s.ar.zeroInts(m)[:0], sub.Capacity...), MinUsage: sub.MinUsage,
 		Size: s.ar.zeroInts(kept)[:0], Cost: s.ar.float64s(kept * m)[:0]}
 	outIdx := s.ar.zeroInts(kept)[:0]
-	newIndex := make([]int32, n)
-	row := make([]float64, m)
+	newIndex := s.ar.int32s(n)
+	row := s.ar.float64s(m)
+	defer s.ar.putFloats(row)
 	for j := 0; j < n; j++ {
 		newIndex[j] = -1
 		switch f := fate[j]; {

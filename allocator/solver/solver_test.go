@@ -362,10 +362,12 @@ func checkPriced(t *testing.T, it int, p *Problem, sol, full *lpSolution) {
 	}
 	m := p.M()
 	load := make([]int, m)
-	for k, f := range sol.flow {
-		load[k%m] += f
-		if f < 0 || f > 0 && !p.fits(k/m, k%m) {
-			t.Fatalf("instance %d: flow %d of item %d on model %d\n%s", it, f, k/m, k%m, dump(p))
+	for j := 0; j < p.N(); j++ {
+		for i, f := range sol.row(j, m) {
+			load[i] += f
+			if f < 0 || f > 0 && !p.fits(j, i) {
+				t.Fatalf("instance %d: flow %d of item %d on model %d\n%s", it, f, j, i, dump(p))
+			}
 		}
 	}
 	for i, l := range load {
