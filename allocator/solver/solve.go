@@ -142,7 +142,8 @@ func branchAndBound(ctx context.Context, p *Problem, opt Options, target float64
 	}
 	s.root(p)
 	if twoPhase && s.stopped && s.work > s.workLimit && s.nodes <= s.limit && ctx.Err() == nil {
-		s2 := newSearch(ctx, p, opt, target)
+		s2 := newSearch(ctx, p, opt, target, s.ar)
+		s.ar.putInts(s.assign) // the deferred release returns s2's
 		if s.best != nil {
 			s2.offer(s.best)
 		}
