@@ -101,6 +101,7 @@ func (c *Client) streamedList(ctx context.Context) (stubs []*api.JobListStub, in
 			"stream_index", c.feed.index, "stream_live", c.feed.live)
 		return nil, index, false, false, nil
 	}
+	c.log.Debug("took the job list from the event stream", "list_index", index, "stream_index", c.feed.index, "jobs", len(c.listed))
 	return slices.Collect(maps.Values(c.listed)), index, true, false, nil
 }
 

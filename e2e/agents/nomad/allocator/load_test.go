@@ -23,7 +23,8 @@ import (
 // of the observation and of the apply, the plan's changes, the Consul KV keys the round wrote,
 // the transactions it took and the largest values stored, each phase's duration, and the
 // round's wall time as the allocator logged it (record included). FFT_BENCH_LOG_LEVEL sets
-// the allocator's log level (debug says which jobs a round read itself).
+// the allocator's log level (debug says which jobs a round read itself, and whether it took
+// the job list from the event stream); FFT_BENCH_APPLY_CONCURRENCY its -apply-concurrency.
 //
 //	cd e2e/agents/nomad && FFT_E2E=1 go test -run '^$' -bench 'WarmRound(5000|20000)Jobs' -benchtime 3x -timeout 60m ./allocator/
 func BenchmarkWarmRound200Jobs(b *testing.B) { benchmarkWarmRound(b, 200) }
@@ -45,7 +46,11 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 
 	// Rounds long enough that one never runs into the next.
 	level := cmp.Or(os.Getenv("FFT_BENCH_LOG_LEVEL"), "info")
-	proc := st.allocator(b, "fft-allocator", "-round", "20s", "-min-round-gap", "0", "-http-addr", "", "-log-level", level)
+	args := []string{"-round", "20s", "-min-round-gap", "0", "-http-addr", "", "-log-level", level}
+	if n := os.Getenv("FFT_BENCH_APPLY_CONCURRENCY"); n != "" {
+		args = append(args, "-apply-concurrency", n)
+	}
+	proc := st.allocator(b, "fft-allocator", args...)
 	waitRecord(b, cs, 0, 10*time.Minute) // the cold round reads every job
 	// A round's job records may follow its record in more transactions: wait for them.
 	const recordTail = 2 * time.Second
