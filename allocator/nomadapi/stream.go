@@ -16,8 +16,9 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
-// Nomad's event stream (GET /v1/event/stream, topics Job and Evaluation)
-// carries the whole job with every change of it, and every evaluation:
+// Nomad's event stream (GET /v1/event/stream, topics Job, Evaluation and
+// Allocation) carries the whole job with every change of it, and every
+// evaluation (allocations only move its index, joblist.go):
 // Follow keeps the client's job cache current from it, so that a round reads
 // no job on its own that changed while the stream was open, and keeps the
 // evaluations that failed to place a job, so that a round asks Nomad for no
@@ -91,8 +92,8 @@ type streamPayload struct {
 	Evaluation *api.Evaluation
 }
 
-// Follow subscribes to Nomad's event stream (topics Job and Evaluation,
-// every namespace)
+// Follow subscribes to Nomad's event stream (topics Job, Evaluation and
+// Allocation, every namespace)
 // and keeps the job cache current from it until ctx ends; it subscribes
 // again after a failure, from the last index it received, with backoff. The
 // token needs read-job on namespace "*" (the shipped policy grants it): a
