@@ -14,8 +14,9 @@ import (
 // 20,000 jobs it is the largest read of a round. While one subscription to
 // the event stream has been open since the last full list, a round takes
 // the list from the stream instead (listed): every Job event updates the
-// job's entry, and a job-deregister evaluation created with no Job event
-// beside it is a purge (Nomad 1.6.1 sends no event when it deletes a job).
+// job's entry, and a job-deregister evaluation created at an index the
+// job's entry is older than is a purge (Nomad 1.6.1 sends no event when it
+// deletes a job; a stop sends the stopped job at the evaluation's index).
 // The round asks Nomad only for the list's index (one job per page) and
 // waits, at most streamWait, for the stream to reach it; the Allocation
 // topic is followed only so that the stream's index moves with the job
@@ -55,8 +56,11 @@ func (c *Client) streamedStub(job *api.Job) {
 }
 
 // streamedPurge drops a purged job from the kept job list: Nomad creates a
-// job-deregister evaluation with a stop (the stopped job comes in the same
-// line) and with a purge (no job: Nomad deleted it). The caller holds c.mu.
+// job-deregister evaluation with a stop and with a purge, at the index of
+// the deregistration, in a transaction of its own (fsm.go
+// applyDeregisterJob), so it may come in a line after the job's. A stop
+// also sends the stopped job at that index; a purge sends no job, and the
+// job's entry stays older. The caller holds c.mu.
 func (c *Client) streamedPurge(ev *api.Evaluation, index uint64, inLine map[string]bool) {
 	key := jobKey(ev.Namespace, ev.JobID)
 	// CreateIndex: the deregistration itself, not a later update of its evaluation.

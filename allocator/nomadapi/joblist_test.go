@@ -198,4 +198,15 @@ func TestStreamedPurge(t *testing.T) {
 	if c.listed["default/a"] != nil || c.gone["default/a"] != 50 {
 		t.Errorf("a purge's evaluation left %v, gone %v", c.listed["default/a"], c.gone)
 	}
+
+	// A stop: the stopped job, then its evaluation in a line of its own at the same index
+	// (Nomad commits the two separately).
+	stopped := versioned("b", 60, 70, "batch")
+	stopped.Stop = new(true)
+	c.streamed(&streamEvents{Events: []streamEvent{{Topic: "Job", Index: 70, Payload: streamPayload{Job: stopped}}}})
+	ev = &api.Evaluation{Namespace: "default", JobID: "b", TriggeredBy: evalTriggerJobDeregister, CreateIndex: 70, ModifyIndex: 70}
+	c.streamed(&streamEvents{Events: []streamEvent{{Topic: "Evaluation", Index: 70, Payload: streamPayload{Evaluation: ev}}}})
+	if s := c.listed["default/b"]; s == nil || !s.Stop {
+		t.Errorf("a stop's evaluation after its job left %+v, want the job listed, stopped", s)
+	}
 }
