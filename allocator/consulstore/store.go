@@ -12,9 +12,12 @@ import (
 	"maps"
 	"math"
 	"reflect"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -191,8 +194,52 @@ func (s *Store) Load(ctx context.Context) (*loop.Ledger, error) {
 // encodeValue is v as JSON, gzipped when over compressAbove.
 func encodeValue(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
-	if err != nil || len(b) <= compressAbove {
-		return b, err
+	if err != nil {
+		return nil, err
+	}
+	return compressed(b)
+}
+
+// encodeChunk is encodeValue of a job chunk, byte for byte, without
+// encoding/json's reflection over a map of thousands of records (a copy
+// of each record and a sort of the keys through reflect): the records are
+// encoded one by one, by sorted ID, into one buffer.
+func encodeChunk(chunk map[string]loop.JobRecord) ([]byte, error) {
+	if chunk == nil {
+		return encodeValue(chunk)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// Encode ends each value with a newline, which Marshal does not write.
+	encode := func(v any) error {
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		buf.Truncate(buf.Len() - 1)
+		return nil
+	}
+	buf.WriteByte('{')
+	for i, id := range slices.Sorted(maps.Keys(chunk)) {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		r := chunk[id]
+		if err := encode(id); err != nil {
+			return nil, err
+		}
+		buf.WriteByte(':')
+		if err := encode(&r); err != nil {
+			return nil, err
+		}
+	}
+	buf.WriteByte('}')
+	return compressed(buf.Bytes())
+}
+
+// compressed is b gzipped when over compressAbove, else b.
+func compressed(b []byte) ([]byte, error) {
+	if len(b) <= compressAbove {
+		return b, nil
 	}
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
@@ -306,11 +353,22 @@ func (s *Store) Record(ctx context.Context, prev, next *loop.Ledger, rec *loop.R
 	if err != nil {
 		return err
 	}
-	round, err := encodeRound(rec)
-	if err != nil {
-		return err
-	}
+	// The record and the job chunks are encoded at once: at 20,000 jobs
+	// each takes a tenth of a second or more.
+	var (
+		round    []byte
+		roundErr error
+		encoded  = make(chan struct{})
+	)
+	go func() {
+		defer close(encoded)
+		round, roundErr = encodeRound(rec)
+	}()
 	jobOps, err := s.jobOps(prev.Jobs, next.Jobs)
+	<-encoded
+	if roundErr != nil {
+		return roundErr
+	}
 	if err != nil {
 		return err
 	}
@@ -367,24 +425,55 @@ func fitting(ops api.TxnOps, n, bytes int) int {
 // operations, however many jobs there are.
 func (s *Store) jobOps(prev, next map[string]loop.JobRecord) (api.TxnOps, error) {
 	before, after := chunks(prev), chunks(next)
+	// Chunks are compared and encoded on every CPU at once, each into its
+	// own slot, so the operations keep the chunks' order.
+	slots := make([]*api.TxnOp, JobChunks)
+	errs := make([]error, JobChunks)
+	next16 := make(chan int, JobChunks)
+	for c := range JobChunks {
+		next16 <- c
+	}
+	close(next16)
+	var wg sync.WaitGroup
+	for range min(JobChunks, runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range next16 {
+				slots[c], errs[c] = s.chunkOp(c, before[c], after[c])
+			}
+		}()
+	}
+	wg.Wait()
 	var ops api.TxnOps
-	for c := 0; c < JobChunks; c++ {
-		switch {
-		case reflect.DeepEqual(before[c], after[c]):
-		case len(after[c]) == 0:
-			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: s.chunkKey(c)}})
-		default:
-			b, err := encodeValue(after[c])
-			if err != nil {
-				return nil, fmt.Errorf("encoding job chunk %02x: %w", c, err)
-			}
-			if len(b) > maxTxnBytes {
-				return nil, fmt.Errorf("job chunk %02x is %d bytes gzipped (%d jobs), over the %d bytes one Consul transaction carries", c, len(b), len(after[c]), maxTxnBytes)
-			}
-			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: s.chunkKey(c), Value: b}})
+	for c, op := range slots {
+		if errs[c] != nil {
+			return nil, errs[c]
+		}
+		if op != nil {
+			ops = append(ops, op)
 		}
 	}
 	return ops, nil
+}
+
+// chunkOp is the operation that brings chunk c from before to after: none
+// when it did not change, a delete when it is left empty, else a set.
+func (s *Store) chunkOp(c int, before, after map[string]loop.JobRecord) (*api.TxnOp, error) {
+	switch {
+	case reflect.DeepEqual(before, after):
+		return nil, nil
+	case len(after) == 0:
+		return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: s.chunkKey(c)}}, nil
+	}
+	b, err := encodeChunk(after)
+	if err != nil {
+		return nil, fmt.Errorf("encoding job chunk %02x: %w", c, err)
+	}
+	if len(b) > maxTxnBytes {
+		return nil, fmt.Errorf("job chunk %02x is %d bytes gzipped (%d jobs), over the %d bytes one Consul transaction carries", c, len(b), len(after), maxTxnBytes)
+	}
+	return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: s.chunkKey(c), Value: b}}, nil
 }
 
 // chunks splits job records by chunk.

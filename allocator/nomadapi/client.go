@@ -64,6 +64,18 @@ type Client struct {
 	// listIndex is the index of the last job list: one lower means
 	// Nomad's state went back (resync).
 	listIndex uint64
+	// listed is the job list as the stream keeps it (joblist.go): the
+	// last full list, listed at listedAt while the stream's subscription
+	// listEpoch was open (0: none) at index fullIndex, with every streamed job since; gone
+	// are the purges streamed since, by index. relist makes the next
+	// round list every job.
+	listed        map[string]*api.JobListStub
+	gone          map[string]uint64
+	listEpoch     uint64
+	fullIndex     uint64
+	listedAt      time.Time
+	relist        bool
+	fullListEvery time.Duration
 	// poolWarning is the last warning logged about the GPU pool, so that a
 	// lasting condition is logged once.
 	poolWarning string
@@ -78,7 +90,8 @@ func New(nomad *api.Client, log hclog.Logger) *Client {
 		log = hclog.NewNullLogger()
 	}
 	return &Client{nomad: nomad, log: log, jobs: map[string]*api.Job{}, reread: map[string]bool{}, failedEvals: map[string]*api.Evaluation{}, watchEvery: watchInterval,
-		applyWorkers: DefaultApplyConcurrency, streamWait: defaultStreamWait, streamRetry: streamBackoff}
+		applyWorkers: DefaultApplyConcurrency, streamWait: defaultStreamWait, streamRetry: streamBackoff,
+		listed: map[string]*api.JobListStub{}, gone: map[string]uint64{}, fullListEvery: defaultFullListEvery}
 }
 
 // WithApplyConcurrency sets how many jobs Apply writes at once (at least
@@ -123,17 +136,33 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 	c.mu.Lock()
 	c.awaitFirstSubscription(ctx)
 	covers := c.streamCovers()
+	fromStream := c.listFromStream()
 	c.mu.Unlock()
-	q := (&api.QueryOptions{Namespace: "*"}).WithContext(ctx)
-	stubs, meta, err := c.nomad.Jobs().List(q)
-	snap.Calls++
-	if err != nil {
-		return nil, fmt.Errorf("listing jobs: %w", needs(err, capListJobs))
+	var (
+		stubs            []*api.JobListStub
+		index            uint64
+		listed, resynced bool
+	)
+	if fromStream {
+		stubs, index, listed, resynced, err = c.streamedList(ctx)
+		snap.Calls++
+		if err != nil {
+			return nil, err
+		}
 	}
-	if c.resync(meta.LastIndex) {
+	if !listed {
+		var back bool
+		stubs, index, back, err = c.fullList(ctx)
+		snap.Calls++
+		if err != nil {
+			return nil, err
+		}
+		resynced = resynced || back
+	}
+	if resynced {
 		covers = false
 	}
-	c.markFrom(meta.LastIndex)
+	c.markFrom(index)
 	reads, err := c.refresh(ctx, stubs, covers)
 	snap.Calls += reads
 	if err != nil {
@@ -574,6 +603,11 @@ func (c *Client) apply(ctx context.Context, ch loop.Change) (calls int, err erro
 			// Nomad reports a lost check-and-set only in the message (its
 			// own CLI tests for the same prefix).
 			if strings.Contains(err.Error(), api.RegisterEnforceIndexErrPrefix) {
+				// The job changed or went in a way the stream may not show
+				// (a purge by the garbage collector): list every job next round.
+				c.mu.Lock()
+				c.relist = true
+				c.mu.Unlock()
 				return calls, fmt.Errorf("%w: %v", errConflict, err)
 			}
 			return calls, fmt.Errorf("registering: %w", needs(err, capSubmitJob))

@@ -1,9 +1,11 @@
 package nomadapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -39,6 +41,7 @@ type fakeNomad struct {
 	streamCode    int
 	autoEvents    bool
 	index         uint64
+	fullLists     int
 	// failRegister answers a registration of these job IDs with a 500.
 	failRegister map[string]bool
 	// delay holds every request that long before it is served (outside
@@ -60,19 +63,25 @@ func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
-	w.Header().Set("X-Nomad-Index", fmt.Sprint(max(1, f.headerIndex)))
+	w.Header().Set("X-Nomad-Index", fmt.Sprint(max(1, f.headerIndex, f.index)))
 	send := func(v any) { _ = json.NewEncoder(w).Encode(v) }
 	switch {
 	case r.URL.Path == "/v1/nodes":
 		send(f.nodes)
 	case r.URL.Path == "/v1/jobs" && r.Method == http.MethodGet:
 		var stubs []*api.JobListStub
-		for _, j := range f.jobs {
-			stub := &api.JobListStub{ID: *j.ID, Namespace: *j.Namespace, Type: *j.Type, JobModifyIndex: *j.JobModifyIndex, Status: "pending"}
+		for _, id := range slices.Sorted(maps.Keys(f.jobs)) {
+			j := f.jobs[id]
+			stub := &api.JobListStub{ID: *j.ID, Namespace: *j.Namespace, Type: *j.Type, JobModifyIndex: *j.JobModifyIndex, ModifyIndex: derefIndex(j.ModifyIndex), Status: cmp.Or(deref(j.Status), "pending"), Stop: j.Stop != nil && *j.Stop}
 			if r.URL.Query().Get("meta") == "true" {
 				stub.Meta = j.Meta
 			}
 			stubs = append(stubs, stub)
+		}
+		if r.URL.Query().Get("per_page") == "1" {
+			stubs = stubs[:min(1, len(stubs))]
+		} else {
+			f.fullLists++
 		}
 		send(stubs)
 	case strings.HasPrefix(r.URL.Path, "/v1/job/") && r.Method == http.MethodGet:

@@ -16,8 +16,9 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
-// Nomad's event stream (GET /v1/event/stream, topics Job and Evaluation)
-// carries the whole job with every change of it, and every evaluation:
+// Nomad's event stream (GET /v1/event/stream, topics Job, Evaluation and
+// Allocation) carries the whole job with every change of it, and every
+// evaluation (allocations only move its index, joblist.go):
 // Follow keeps the client's job cache current from it, so that a round reads
 // no job on its own that changed while the stream was open, and keeps the
 // evaluations that failed to place a job, so that a round asks Nomad for no
@@ -91,8 +92,8 @@ type streamPayload struct {
 	Evaluation *api.Evaluation
 }
 
-// Follow subscribes to Nomad's event stream (topics Job and Evaluation,
-// every namespace)
+// Follow subscribes to Nomad's event stream (topics Job, Evaluation and
+// Allocation, every namespace)
 // and keeps the job cache current from it until ctx ends; it subscribes
 // again after a failure, from the last index it received, with backoff. The
 // token needs read-job on namespace "*" (the shipped policy grants it): a
@@ -147,7 +148,7 @@ func (c *Client) follow(ctx context.Context) error {
 	from := c.feed.index
 	c.mu.Unlock()
 	q := (&api.QueryOptions{Namespace: "*", Params: map[string]string{"index": strconv.FormatUint(from, 10)}}).WithContext(ctx)
-	body, err := c.nomad.Raw().Response("/v1/event/stream?topic=Job&topic=Evaluation", q)
+	body, err := c.nomad.Raw().Response("/v1/event/stream?topic=Job&topic=Evaluation&topic=Allocation", q)
 	if err != nil {
 		return fmt.Errorf("subscribing to the event stream: %w", needsStream(err))
 	}
@@ -191,18 +192,26 @@ func (c *Client) consume(ctx context.Context, r io.Reader, from uint64) error {
 // The caller holds c.mu.
 func (c *Client) streamed(evs *streamEvents) {
 	// Nomad 1.6 sends no index on the line, only on each event.
+	before := c.feed.index
 	c.feed.index = max(c.feed.index, evs.Index)
-	n := 0
+	inLine := map[string]bool{}
+	for _, e := range evs.Events {
+		if job := e.Payload.Job; e.Topic == string(api.TopicJob) && job != nil && job.ID != nil {
+			inLine[jobKey(deref(job.Namespace), *job.ID)] = true
+		}
+	}
 	for _, e := range evs.Events {
 		c.feed.index = max(c.feed.index, e.Index)
 		if ev := e.Payload.Evaluation; e.Topic == string(api.TopicEvaluation) && ev != nil {
 			c.streamedEval(ev)
+			c.streamedPurge(ev, e.Index, inLine)
 			continue
 		}
 		job := e.Payload.Job
 		if e.Topic != string(api.TopicJob) || job == nil || job.ID == nil || job.JobModifyIndex == nil || job.ModifyIndex == nil {
 			continue
 		}
+		c.streamedStub(job)
 		if t := deref(job.Type); t == "system" || t == "sysbatch" {
 			continue
 		}
@@ -211,9 +220,9 @@ func (c *Client) streamed(evs *streamEvents) {
 			continue
 		}
 		c.jobs[key] = job
-		n++
 	}
-	if n > 0 {
+	if c.feed.index > before {
+		// An Observe may wait for a job, or for the stream to reach an index.
 		c.feed.notify()
 	}
 }
@@ -321,6 +330,9 @@ func (c *Client) resync(index uint64) bool {
 	c.log.Warn("Nomad's job index went back; reading every job again", "index", index)
 	clear(c.jobs)
 	clear(c.failedEvals)
+	clear(c.listed)
+	clear(c.gone)
+	c.listEpoch = 0
 	c.feed.index, c.feed.synced, c.feed.fromEpoch = 0, 0, 0
 	return true
 }

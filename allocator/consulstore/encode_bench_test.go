@@ -1,0 +1,60 @@
+package consulstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
+)
+
+// BenchmarkRecordEncoding times what Record encodes each round at the
+// warm-round benchmark's sizes (e2e BenchmarkWarmRound*Jobs: managed jobs
+// on two 64-GPU models), without Consul: the round record and the job
+// chunks that changed.
+//
+//	go test -run '^$' -bench RecordEncoding -benchmem ./allocator/consulstore/
+func BenchmarkRecordEncoding(b *testing.B) {
+	for _, n := range []int{5000, 20000} {
+		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
+			h := &loop.Harness{Models: []allocator.Model{{Name: "V100", GPUs: 64}, {Name: "A100", GPUs: 64}}, Jobs: map[string]*loop.Job{}}
+			for i := range n {
+				name := fmt.Sprintf("load-%05d", i)
+				j := loop.NewJob(name).Work(float64(20+i%37*5)).TP("V100", 1).TP("A100", 2).Obj()
+				h.Jobs[j.ID] = &j
+			}
+			st := loop.NewMemStore(true)
+			l := loop.New(h, h, st)
+			var prev *loop.Ledger
+			for range 2 {
+				prev = st.Stored()
+				if _, err := l.RunRound(context.Background(), loop.TriggerManual, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			next := st.Stored()
+			recs := st.Records()
+			rec := recs[len(recs)-1]
+			s := &Store{prefix: "b/"}
+			b.ResetTimer()
+			for range b.N {
+				round, err := encodeRound(rec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ops, err := s.jobOps(prev.Jobs, next.Jobs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				size := len(round)
+				for _, op := range ops {
+					size += len(op.KV.Value)
+				}
+				b.ReportMetric(float64(len(round))/1024, "record-KiB")
+				b.ReportMetric(float64(len(ops)), "chunks")
+				b.ReportMetric(float64(size)/1024, "written-KiB")
+			}
+		})
+	}
+}

@@ -1,0 +1,55 @@
+package consulstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
+)
+
+// encodeChunk writes what encodeValue (json.Marshal) writes, byte for byte: for records a
+// loop keeps after rounds (small chunks and ones gzipped), IDs JSON escapes, and none.
+func TestEncodeChunkIsMarshal(t *testing.T) {
+	h := &loop.Harness{Models: []allocator.Model{{Name: "V100", GPUs: 8}, {Name: "A100", GPUs: 8}}, Jobs: map[string]*loop.Job{}}
+	for i := range 3000 {
+		j := loop.NewJob(fmt.Sprintf("job-%04d", i)).Work(float64(20+i%37*5)).TP("V100", 1).TP("A100", 2).Obj()
+		if i%5 == 0 {
+			j = loop.NewJob(fmt.Sprintf("ten<ant>&\"job\"-é-%04d", i)).Work(7).Tenant("u&<>", 2).TP("A100", 1.5).Obj()
+		}
+		h.Jobs[j.ID] = &j
+	}
+	st := loop.NewMemStore(false)
+	l := loop.New(h, h, st)
+	for range 3 {
+		if _, err := l.RunRound(context.Background(), loop.TriggerManual, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := st.Stored().Jobs
+	small := map[string]loop.JobRecord{}
+	for id, r := range all {
+		if len(small) == 7 {
+			break
+		}
+		small[id] = r
+	}
+	for name, chunk := range map[string]map[string]loop.JobRecord{"every record (gzipped)": all, "a few": small, "empty": {}, "nil": nil} {
+		want, err := encodeValue(chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := encodeChunk(chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: encodeChunk wrote %d bytes, json.Marshal %d; they differ", name, len(got), len(want))
+		}
+	}
+	if b, _ := encodeValue(all); len(b) < 2 || b[0] != 0x1f {
+		t.Errorf("the whole ledger was not gzipped: the test covers no gzipped chunk")
+	}
+}
