@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/solver"
 )
 
@@ -34,11 +35,16 @@ type Sia struct {
 	// Fallbacks counts rounds the exact solver failed and the greedy
 	// fallback decided.
 	Fallbacks int
+	// notOptimal counts rounds whose search stopped at a limit, maxGap
+	// their worst proven gap, as FFT's PolicyStats reports them.
+	notOptimal int
+	maxGap     float64
 }
 
 var (
 	_ Policy   = (*Sia)(nil)
 	_ Reporter = (*Sia)(nil)
+	_ Decider  = (*Sia)(nil)
 )
 
 // NewSia is the Sia-like policy's factory.
@@ -46,12 +52,38 @@ func NewSia(Options) Policy { return &Sia{} }
 
 func (*Sia) Name() string { return SiaName }
 
-// PolicyStats reports the solver fallbacks.
+// PolicyStats reports the solver fallbacks, and the rounds not solved to
+// optimality with their worst gap (FFT's keys).
 func (p *Sia) PolicyStats() map[string]float64 {
-	return map[string]float64{"solver_fallbacks": float64(p.Fallbacks)}
+	return map[string]float64{"solver_fallbacks": float64(p.Fallbacks), "rounds_not_optimal": float64(p.notOptimal), "max_gap": p.maxGap}
 }
 
 func (sia *Sia) Schedule(ctx context.Context, s *Snapshot) (Assignment, error) {
+	a, _ := sia.schedule(ctx, s)
+	return a, nil
+}
+
+// Decide is Schedule's assignment as a decision that also keeps the
+// search's status, gap and stats, so that the round's record says whether
+// it was proven (a greedy fallback round keeps none).
+func (sia *Sia) Decide(ctx context.Context, s *Snapshot) (*allocator.Decision, error) {
+	if s.Instance == nil {
+		return nil, fmt.Errorf("sia round %d: the snapshot has no engine instance (the round loop builds it)", s.Round)
+	}
+	a, res := sia.schedule(ctx, s)
+	if err := Check(s, a); err != nil {
+		return nil, fmt.Errorf("sia round %d: %w", s.Round, err)
+	}
+	d := DecisionOf(s, a)
+	if res != nil {
+		d.Objective, d.Bound, d.Gap, d.Status, d.Stats = res.Objective, res.Bound, res.Gap, res.Status, res.Stats
+	}
+	return d, nil
+}
+
+// schedule decides the round; res is the search's result, nil when the
+// greedy fallback decided.
+func (sia *Sia) schedule(ctx context.Context, s *Snapshot) (Assignment, *solver.Result) {
 	n, m := len(s.Jobs), len(s.Models)
 	p := &solver.Problem{Capacity: make([]int, m), Size: make([]int, n), Cost: make([]float64, n*m)}
 	for i := range s.Models {
@@ -84,12 +116,16 @@ func (sia *Sia) Schedule(ctx context.Context, s *Snapshot) (Assignment, error) {
 		sia.Fallbacks++
 		return siaGreedy(s, p), nil
 	}
+	if res.Status != solver.Optimal {
+		sia.notOptimal++
+		sia.maxGap = max(sia.maxGap, res.Gap)
+	}
 	for k, c := range res.Choice {
 		if c >= 0 {
 			a[s.Jobs[k].ID] = s.Models[c].Name
 		}
 	}
-	return a, nil
+	return a, &res
 }
 
 // siaGreedy is the fallback when the exact solver fails: cheapest cost per

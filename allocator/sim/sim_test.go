@@ -212,7 +212,8 @@ func TestRoundStatsTimesAndStatus(t *testing.T) {
 	gen := func() workload.Source {
 		return workload.NewGenerator(workload.GenConfig{Rate: 2, Seed: 3, MultiGPU: true, Jobs: 20})
 	}
-	for _, name := range []string{policy.FFTName, policy.FIFOName} {
+	// Sia solves through Schedule's program but reports as a Decider.
+	for _, name := range []string{policy.FFTName, policy.SiaName, policy.FIFOName} {
 		t.Run(name, func(t *testing.T) {
 			p, err := policy.New(name, policy.Options{})
 			if err != nil {
@@ -238,10 +239,14 @@ func TestRoundStatsTimesAndStatus(t *testing.T) {
 					t.Errorf("round %d: status %q", r.Round, r.Status)
 				}
 			}
-			// A round with no job decides nothing, so an FFT run may have
-			// a few without a status; FIFO has none with one.
-			if solves := name == policy.FFTName; solves != (solved > 0) || !solves && solved > 0 {
+			// A round with no job decides nothing, so an FFT or Sia run may
+			// have a few without a status; FIFO has none with one.
+			solves := name != policy.FIFOName
+			if solves != (solved > 0) {
 				t.Errorf("%s: %d of %d rounds with a solver status", name, solved, len(lg.Rounds))
+			}
+			if _, ok := lg.PolicyStats["rounds_not_optimal"]; solves != ok {
+				t.Errorf("%s: policy stats %v: rounds_not_optimal kept = %v, want %v", name, lg.PolicyStats, ok, solves)
 			}
 		})
 	}
