@@ -82,7 +82,7 @@ func knapsackBound(sub *Problem, idx []int, u []float64, mu float64, take []int,
 		b := best[:y+1]
 		clear(b)
 		if take != nil {
-			pick = growBools(pick, n*(y+1))
+			pick = grown(pick, n*(y+1))
 		}
 		for j := 0; j < n; j++ {
 			c := sub.Cost[j*m+i]
@@ -118,9 +118,10 @@ func knapsackBound(sub *Problem, idx []int, u []float64, mu float64, take []int,
 	return L, used
 }
 
-func growBools(b []bool, n int) []bool {
+// grown is b resized to n zeroed elements, reusing its array when it is large enough.
+func grown[T any](b []T, n int) []T {
 	if cap(b) < n {
-		return make([]bool, n)
+		return make([]T, n)
 	}
 	b = b[:n]
 	clear(b)
@@ -228,8 +229,8 @@ func (s *search) lagrangeFix(sub *Problem, idx []int, fixedCost float64, dropped
 			continue
 		}
 		w1 := y + 1
-		pre = growFloats(pre, (n+1)*w1)
-		suf = growFloats(suf, (n+1)*w1)
+		pre = grown(pre, (n+1)*w1)
+		suf = grown(suf, (n+1)*w1)
 		v := func(j int) (float64, bool) {
 			c := sub.Cost[j*m+i]
 			if math.IsInf(c, 1) || sub.Size[j] > y {
@@ -296,15 +297,6 @@ func (s *search) lagrangeFix(sub *Problem, idx []int, fixedCost float64, dropped
 		}
 	}
 	return L, count
-}
-
-func growFloats(b []float64, n int) []float64 {
-	if cap(b) < n {
-		return make([]float64, n)
-	}
-	b = b[:n]
-	clear(b)
-	return b
 }
 
 // lagrangeFixMaxWork bounds the knapsacks' size, items times GPUs, for which

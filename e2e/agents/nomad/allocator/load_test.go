@@ -117,45 +117,41 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 // loading the ledger to the last Consul write, the phases and the record's writes included.
 func roundWall(b *testing.B, logPath string, n int) float64 {
 	b.Helper()
-	raw, err := os.ReadFile(logPath)
-	if err != nil {
-		b.Fatalf("reading the allocator's log: %v", err)
+	d, ok := loggedDuration(b, logPath, n, "round done")
+	if !ok {
+		b.Fatalf("no \"round done\" line for round %d in %s", n, logPath)
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if !strings.Contains(line, "round done") || !strings.Contains(line, fmt.Sprintf(" round=%d ", n)) {
-			continue
-		}
-		for _, f := range strings.Fields(line) {
-			if v, ok := strings.CutPrefix(f, "duration="); ok {
-				d, err := time.ParseDuration(v)
-				if err != nil {
-					b.Fatalf("round %d's duration %q: %v", n, v, err)
-				}
-				return d.Seconds()
-			}
-		}
-	}
-	b.Fatalf("no \"round done\" line for round %d in %s", n, logPath)
-	return 0
+	return d
 }
 
 // recordPhase is round n's record phase (advancing the ledger, encoding and writing the record
 // and job chunks) as the allocator logged it at trace level; ok is false without such a line.
 func recordPhase(b *testing.B, logPath string, n int) (seconds float64, ok bool) {
 	b.Helper()
+	return loggedDuration(b, logPath, n, "phase done", "phase=5-record")
+}
+
+// loggedDuration is the duration= of the allocator's first log line for round n that holds
+// every one of marks, in seconds; ok is false without such a line.
+func loggedDuration(b *testing.B, logPath string, n int, marks ...string) (seconds float64, ok bool) {
+	b.Helper()
 	raw, err := os.ReadFile(logPath)
 	if err != nil {
 		b.Fatalf("reading the allocator's log: %v", err)
 	}
+	marks = append(marks, fmt.Sprintf(" round=%d ", n))
+lines:
 	for _, line := range strings.Split(string(raw), "\n") {
-		if !strings.Contains(line, "phase done") || !strings.Contains(line, "phase=5-record") || !strings.Contains(line, fmt.Sprintf(" round=%d ", n)) {
-			continue
+		for _, m := range marks {
+			if !strings.Contains(line, m) {
+				continue lines
+			}
 		}
 		for _, f := range strings.Fields(line) {
 			if v, ok := strings.CutPrefix(f, "duration="); ok {
 				d, err := time.ParseDuration(v)
 				if err != nil {
-					b.Fatalf("round %d's record duration %q: %v", n, v, err)
+					b.Fatalf("round %d's duration %q in %q: %v", n, v, line, err)
 				}
 				return d.Seconds(), true
 			}
