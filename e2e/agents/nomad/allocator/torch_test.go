@@ -167,7 +167,16 @@ throughput = "NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=3"`, py, pyDir, torch
 	r := reportWhere("a V100 report with a throughput", func(r torchReport) bool {
 		return r.GPUModel == modelV100 && r.Throughput != nil && r.Done >= float64(parkStep)+40
 	})
-	measured, n := stepRate(allocLog(t, c.API, moved, "stdout"), int(r.Done)-40, int(r.Done))
+	// The report can come before the step lines reach the task's log (Nomad's logmon copies
+	// them from a FIFO), so read the log until it holds the reported step.
+	var measured float64
+	var n int
+	testenv.Eventually(t, 15*time.Second, 250*time.Millisecond, "the V100 run's log reaches the reported step", func() error {
+		if measured, n = stepRate(allocLog(t, c.API, moved, "stdout"), int(r.Done)-40, int(r.Done)); n == 0 {
+			return fmt.Errorf("no step lines %d and %d in the V100 run's log", int(r.Done)-40, int(r.Done))
+		}
+		return nil
+	})
 	t.Logf("V100: reported %.2f steps/s, the task's step times %.2f steps/s over %d steps; at most %.0f/s by its pace", *r.Throughput, measured, n, 1/torchStepSeconds)
 	if n < 30 || r.GPUs != 2 || *r.Throughput < 0.8*measured || *r.Throughput > 1.2*measured || *r.Throughput > 1/torchStepSeconds*1.05 {
 		t.Errorf("V100 report %+v (throughput %.2f): want 2 GPUs and within 20%% of the measured %.2f steps/s (%d steps)", r, *r.Throughput, measured, n)
