@@ -136,8 +136,9 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 		o, hasOverride := overrides[j.ID]
 		parkedNow := hasOverride && o.Action == OverridePark
 		// A job resumed after an operator's park comes back with the rho
-		// it had when parked.
-		if seen && rec.Tau > 0 && (rec.Status == StatusWaiting || rec.Status == StatusRunning || (rec.Status == StatusParked && !parkedNow)) {
+		// it had when parked, and one that fits again after rounds that
+		// had no room for it (a drained node) with the rho it had then.
+		if seen && rec.Tau > 0 && (rec.Status == StatusWaiting || rec.Status == StatusRunning || rec.Status == StatusNoFit || (rec.Status == StatusParked && !parkedNow)) {
 			fs.Jobs[j.ID] = rec.JobState
 		}
 		if j.Finished {
@@ -186,6 +187,7 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 		if !maps.Equal(rec.Rates, tp) {
 			rec.Rates = maps.Clone(tp) // else keep sharing last round's map
 		}
+		interrupted(&rec, j)
 		distrusted, now := overdue(&rec)
 		if distrusted {
 			distrust(tp, j.Spec.Work)

@@ -51,6 +51,18 @@ func vouch(rec *JobRecord, reported float64, ok bool) {
 	rec.Done = math.Min(rec.Done, rec.Earned)
 }
 
+// interrupted takes back the overrun the last round counted when the job
+// did not hold GPUs through it: the round ran it, and now Nomad shows no
+// live allocation of it, or another run (a drained or lost node, a crashed
+// task, or the start the round itself made). A job cannot finish in a round
+// it spent restarting, so an honest job is not distrusted for it.
+func interrupted(rec *JobRecord, j *Job) {
+	if rec.Status == StatusRunning && (len(j.Allocs) == 0 || j.RunID != rec.RunID) {
+		rec.Overrun = math.Max(0, rec.Overrun-1)
+	}
+	rec.RunID = j.RunID
+}
+
 // overdue marks a job distrusted once it overran; it reports whether the
 // job is, and whether it became so now.
 func overdue(rec *JobRecord) (distrusted, now bool) {

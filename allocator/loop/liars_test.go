@@ -30,13 +30,17 @@ type truth struct {
 	// where it differs from its fft.work.
 	rounds map[string]int
 	work   map[string]float64
+	// stall says whether job id makes no progress in a round it runs, and
+	// whether Nomad shows it a new run afterwards (a replaced allocation).
+	stall map[string]func(round int) (stalled, newRun bool)
 }
 
 func newTruth(t *testing.T, models []allocator.Model, jobs []Job, opts ...Option) *truth {
 	t.Helper()
 	h := &Harness{Models: models, Jobs: map[string]*Job{}}
 	tr := &truth{h: h, st: NewMemStore(false), rate: map[string]float64{}, done: map[string]float64{},
-		report: map[string]func(int, float64) (float64, bool){}, rounds: map[string]int{}, work: map[string]float64{}}
+		report: map[string]func(int, float64) (float64, bool){}, rounds: map[string]int{}, work: map[string]float64{},
+		stall: map[string]func(int) (bool, bool){}}
 	for _, j := range jobs {
 		h.Set(j)
 		tr.rate[j.ID] = 1
@@ -76,6 +80,15 @@ func (tr *truth) run(t *testing.T, n int) {
 				continue
 			}
 			tr.rounds[id]++
+			if f := tr.stall[id]; f != nil {
+				stalled, newRun := f(r)
+				if newRun {
+					j.RunID++
+				}
+				if stalled {
+					continue
+				}
+			}
 			tr.done[id] += tr.rate[id]
 			work, ok := tr.work[id]
 			if !ok {
@@ -234,6 +247,31 @@ func TestLiarSplitsIdentity(t *testing.T) {
 
 // A checkpoint claim (fft.state_size, or the driver's measurement) is priced at most as one
 // round's transfer, and a measured restart at most as the configured one.
+// An honest job whose runs Nomad interrupts (a drain, a lost node) just as it claims to finish
+// is not distrusted: a round after which Nomad shows another run does not count as an overrun
+// (claims.go, interrupted). The same stall with no new run seen is an overrun, as before.
+func TestInterruptedRunsAreNotOverruns(t *testing.T) {
+	one := []allocator.Model{{Name: a100, GPUs: 1}}
+	for _, tc := range []struct {
+		newRun, distrusted bool
+	}{{newRun: true, distrusted: false}, {newRun: false, distrusted: true}} {
+		tr := newTruth(t, one, []Job{NewJob("a").Work(10).TP(a100, 1).Obj()})
+		// Rounds 9 and 10 claim the last unit of work, and the job does none of it.
+		tr.stall["default/a"] = func(r int) (bool, bool) { return r == 9 || r == 10, (r == 9 || r == 10) && tc.newRun }
+		tr.run(t, 12)
+		rec, ok := tr.st.Stored().Jobs["default/a"]
+		if !ok {
+			t.Fatalf("new run %v: the job left the ledger before its last round", tc.newRun)
+		}
+		if got := rec.Distrusted != ""; got != tc.distrusted {
+			t.Errorf("new run %v: distrusted %v (%q, overrun %g), want %v", tc.newRun, got, rec.Distrusted, rec.Overrun, tc.distrusted)
+		}
+		if !tr.h.Jobs["default/a"].Finished {
+			t.Errorf("new run %v: the job did not finish in 12 rounds (%g of 10 done)", tc.newRun, tr.done["default/a"])
+		}
+	}
+}
+
 func TestRestartClaimsBounded(t *testing.T) {
 	cfg := allocator.DefaultConfig() // R 300 s, 10 Gbit/s, restart 30 s
 	j := allocator.Job{StateGB: 1e6}

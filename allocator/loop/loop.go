@@ -566,7 +566,8 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 		rec.Jobs = append(rec.Jobs, line)
 	}
 	for id, why := range pr.noFit {
-		line := JobAudit{ID: id, User: next.Jobs[id].User, ReasonCode: allocator.ReasonNoFit.Code, Reason: why, Action: plan.ActionOf(id)}
+		r := next.Jobs[id]
+		line := JobAudit{ID: id, User: r.User, ReasonCode: allocator.ReasonNoFit.Code, Reason: why, Action: plan.ActionOf(id), RhoBefore: r.Rho, RhoAfter: r.Rho}
 		if o, ok := pr.overrides[id]; ok {
 			line.Override = o.String()
 		}

@@ -256,6 +256,24 @@ func TestRunningFlag(t *testing.T) {
 	}
 }
 
+// A job that fits nowhere for a while (its model's node drained) keeps its rho, frozen, and
+// comes back with it; its audit line shows the frozen rho.
+func TestNoFitKeepsRho(t *testing.T) {
+	prev := map[string]JobRecord{
+		"default/big": {JobState: fairness.JobState{Work: 10, Tau: 5, Rho: 0.7}, LastModel: a100, Status: StatusRunning},
+	}
+	job := NewJob("big").GPUs(4).TP(a100, 1).Obj()
+	small := buildProblem(3, &Snapshot{Models: []allocator.Model{{Name: a100, GPUs: 2}}, Jobs: []Job{job}}, prev, inputs{cfg: allocator.DefaultConfig()})
+	rec := small.records["default/big"]
+	if rec.Status != StatusNoFit || rec.Rho != 0.7 {
+		t.Fatalf("on 2 GPUs: status %q rho %g, want %q and 0.7", rec.Status, rec.Rho, StatusNoFit)
+	}
+	back := buildProblem(4, &Snapshot{Models: []allocator.Model{{Name: a100, GPUs: 4}}, Jobs: []Job{job}}, small.records, inputs{cfg: allocator.DefaultConfig()})
+	if got := back.instance.Fairness.Rho("default/big"); got != 0.7 {
+		t.Errorf("back on 4 GPUs: rho %g, want the 0.7 it had", got)
+	}
+}
+
 func TestFinishedAndFailedLeaveTheLedger(t *testing.T) {
 	done := NewJob("done").TP(a100, 1).Finished().Obj()
 	failed := NewJob("failed").TP(a100, 1).Finished().Obj()

@@ -37,6 +37,11 @@ type Job struct {
 	// finished (pending or running); RunningModel is the GPU model they hold.
 	Allocs       []string
 	RunningModel string
+	// RunID tells the job's runs apart: the sum of its live allocations'
+	// create indexes and task restarts, so it changes whenever Nomad starts,
+	// restarts, replaces or loses one of them (0 with none, or in the
+	// simulator, which never interrupts a run). claims.go reads it.
+	RunID uint64
 	// Pieces are the GPUs of each allocation the job asks for (Nomad: one
 	// per task group instance, each on one node); nil means one piece of
 	// all its GPUs. Slots are where its live allocations hold GPUs now, one
@@ -139,6 +144,8 @@ type JobRecord struct {
 	// no longer count (claims.go).
 	Overrun    float64 `json:"overrun,omitempty"`
 	Distrusted string  `json:"distrusted,omitempty"`
+	// RunID is the job's Job.RunID as the last round saw it.
+	RunID uint64 `json:"run_id,omitempty"`
 	// Rates are the job's rates per model as the last round's instance
 	// had them, before any distrust: a fall recomputes the fair rates.
 	Rates     map[string]float64 `json:"rates,omitempty"`

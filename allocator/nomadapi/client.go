@@ -327,6 +327,12 @@ func observeAllocs(j *loop.Job, allocs []*api.AllocationListStub, dead bool) {
 		switch a.ClientStatus {
 		case api.AllocClientStatusPending, api.AllocClientStatusRunning:
 			j.Allocs = append(j.Allocs, a.ID)
+			j.RunID += a.CreateIndex
+			for _, ts := range a.TaskStates {
+				if ts != nil {
+					j.RunID += ts.Restarts
+				}
+			}
 			if m := allocModel(a); m != "" {
 				j.RunningModel = m
 			}

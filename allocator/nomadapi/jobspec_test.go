@@ -229,9 +229,43 @@ func TestObserveAllocs(t *testing.T) {
 	} {
 		j := loop.Job{Model: "steered"}
 		observeAllocs(&j, tc.allocs, tc.dead)
+		if len(j.Allocs) == 0 && j.RunID != 0 {
+			t.Errorf("%s: run ID %d without a live allocation", tc.name, j.RunID)
+		}
 		if len(j.Allocs) != tc.wantN || j.RunningModel != tc.wantModel || j.Finished != tc.finished || j.Failed != tc.failed {
 			t.Errorf("%s: allocs %v model %q finished %v failed %v; want %d, %q, %v, %v",
 				tc.name, j.Allocs, j.RunningModel, j.Finished, j.Failed, tc.wantN, tc.wantModel, tc.finished, tc.failed)
+		}
+	}
+}
+
+// A job's run ID changes when Nomad restarts a task of a live allocation or replaces one, and
+// not when a stopped or finished allocation changes.
+func TestObserveAllocsRunID(t *testing.T) {
+	alloc := func(id string, index, restarts uint64, desired, client string) *api.AllocationListStub {
+		return &api.AllocationListStub{ID: id, CreateIndex: index, DesiredStatus: desired, ClientStatus: client,
+			TaskStates: map[string]*api.TaskState{"train": {Restarts: restarts}}}
+	}
+	runID := func(allocs ...*api.AllocationListStub) uint64 {
+		var j loop.Job
+		observeAllocs(&j, allocs, false)
+		return j.RunID
+	}
+	a, c, old := alloc("a", 10, 0, "run", "running"), alloc("c", 11, 0, "run", "running"), alloc("old", 5, 0, "stop", "complete")
+	base := runID(a, c, old)
+	for _, tc := range []struct {
+		name   string
+		allocs []*api.AllocationListStub
+		same   bool
+	}{
+		{"unchanged", []*api.AllocationListStub{a, c, old}, true},
+		{"a stopped one restarted", []*api.AllocationListStub{a, c, alloc("old", 5, 3, "stop", "complete")}, true},
+		{"a task restarted in place", []*api.AllocationListStub{alloc("a", 10, 1, "run", "running"), c, old}, false},
+		{"one replaced", []*api.AllocationListStub{alloc("a", 10, 0, "stop", "complete"), alloc("b", 12, 0, "run", "pending"), c, old}, false},
+		{"one lost", []*api.AllocationListStub{a, alloc("c", 11, 0, "run", "lost"), old}, false},
+	} {
+		if got := runID(tc.allocs...); (got == base) != tc.same {
+			t.Errorf("%s: run ID %d, before %d; want same %v", tc.name, got, base, tc.same)
 		}
 	}
 }

@@ -21,14 +21,19 @@ type roundRec struct {
 		Name string `json:"name"`
 		GPUs int    `json:"gpus"`
 	} `json:"models"`
-	Jobs []struct {
-		ID        string  `json:"id"`
-		Model     string  `json:"model"`
-		RhoBefore float64 `json:"rho_before"`
-		RhoAfter  float64 `json:"rho_after"`
-	} `json:"jobs"`
+	Jobs []jobLine `json:"jobs"`
 
 	start time.Time
+}
+
+// jobLine is the part of a round's audit line for one job (loop.JobAudit) the invariants read.
+type jobLine struct {
+	ID        string  `json:"id"`
+	Model     string  `json:"model"`
+	RhoBefore float64 `json:"rho_before"`
+	RhoAfter  float64 `json:"rho_after"`
+	// Distrusted is set once the overrun rule stops believing the job's claims.
+	Distrusted string `json:"distrusted"`
 }
 
 // recorded reports whether the round's record is complete (not an intent left by a leader
@@ -100,6 +105,7 @@ func (e *evidence) check() (violations []string, checked []string) {
 		{"no host held more GPUs than it has", e.withinHosts},
 		{"every round recorded once and applied at most once", e.roundsOnce},
 		{"the ledger equals the one recomputed from the audit log", e.ledgerFromAudit},
+		{"no job was distrusted: every chaos job reports its true progress", e.noneDistrusted},
 		{"no progress went backwards except to its last checkpoint", e.progressMonotone},
 		{"an unhealthy GPU shrank its model's capacity and its jobs moved off it", e.gpuFlipsHonoured},
 		{"no round was recorded while the allocators' Consul token was revoked, the replicas counted failed rounds naming Consul's refusal and logged it", e.revokedRoundsFailed},
@@ -252,6 +258,22 @@ func overHeld(allocs []allocRec, key func(allocRec) string, limit func(string) i
 	return out
 }
 
+// noneDistrusted: the chaos jobs report their true progress and rates, so the overrun rule
+// (allocator/loop/claims.go) must not distrust one, whatever the faults did to its runs.
+func (e *evidence) noneDistrusted() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range e.rounds {
+		for _, l := range r.Jobs {
+			if l.Distrusted != "" && !seen[l.ID] {
+				seen[l.ID] = true
+				out = append(out, fmt.Sprintf("round %d distrusts %s: %s", r.Round, l.ID, l.Distrusted))
+			}
+		}
+	}
+	return out
+}
+
 // roundsOnce: the audit log holds rounds 0 to next-1, each once under its own number, and no
 // round number's apply phase ran twice (in any replica).
 func (e *evidence) roundsOnce() []string {
@@ -277,17 +299,22 @@ func (e *evidence) roundsOnce() []string {
 }
 
 // ledgerFromAudit: following the recorded rounds in order, each job's rho before a round is
-// its rho after the previous round that had it, its ledger rho is its rho after the last
-// round that had it, and its rounds run are the recorded rounds that gave it a model.
+// its rho after the previous round that had it (or 0, in the round that first distrusts it:
+// its fairness record starts over), its ledger rho is its rho after the last round that had
+// it, and its rounds run are the recorded rounds that gave it a model.
 func (e *evidence) ledgerFromAudit() []string {
 	var out []string
 	rho := map[string]float64{}
 	runs := map[string]int{}
+	distrusted := map[string]bool{}
 	for _, r := range e.rounds {
 		if !r.recorded() {
 			continue
 		}
 		for _, l := range r.Jobs {
+			if l.Distrusted != "" && !distrusted[l.ID] {
+				distrusted[l.ID], rho[l.ID] = true, 0 // noneDistrusted reports it
+			}
 			if prev, ok := rho[l.ID]; ok && prev != l.RhoBefore {
 				out = append(out, fmt.Sprintf("%s: rho %g after its previous round, %g before round %d", l.ID, prev, l.RhoBefore, r.Round))
 			}

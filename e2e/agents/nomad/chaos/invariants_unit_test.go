@@ -19,12 +19,7 @@ func TestInvariantsCatchViolations(t *testing.T) {
 			Name string `json:"name"`
 			GPUs int    `json:"gpus"`
 		}{a100, 2})
-		r0.Jobs = append(r0.Jobs, struct {
-			ID        string  `json:"id"`
-			Model     string  `json:"model"`
-			RhoBefore float64 `json:"rho_before"`
-			RhoAfter  float64 `json:"rho_after"`
-		}{"default/j", a100, 0, 0.5})
+		r0.Jobs = append(r0.Jobs, jobLine{ID: "default/j", Model: a100, RhoBefore: 0, RhoAfter: 0.5})
 		r1 := &roundRec{Round: 1, start: at(2), Assignment: map[string]string{}, Models: r0.Models}
 		return &evidence{
 			work: map[string]float64{"default/j": 10},
@@ -65,6 +60,7 @@ func TestInvariantsCatchViolations(t *testing.T) {
 		}, "3 GPUs on node n1 in use"},
 		{"round missing", func(e *evidence) { e.next = 3 }, "round 2 is missing"},
 		{"applied twice", func(e *evidence) { e.applies[1] = 2 }, "round 1 was applied 2 times"},
+		{"honest job distrusted", func(e *evidence) { e.rounds[0].Jobs[0].Distrusted = "held GPUs for 2 rounds" }, "round 0 distrusts default/j"},
 		{"ledger differs", func(e *evidence) { e.ledger["default/j"] = jobRec{Rho: 0.7, RoundsRun: 1, Status: "finished"} }, "ledger rho 0.7"},
 		{"capacity kept while a GPU was unhealthy", func(e *evidence) { e.flips[0].From, e.flips[0].Unlisted = at(1), at(3) }, "round 1 saw 2 GPUs"},
 		{"job left on an unhealthy GPU", func(e *evidence) {
