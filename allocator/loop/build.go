@@ -188,7 +188,7 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 			rec.Rates = maps.Clone(tp) // else keep sharing last round's map
 		}
 		interrupted(&rec, j)
-		distrusted, now := overdue(&rec)
+		distrusted, now := overdue(&rec, cfg.RoundSeconds)
 		if distrusted {
 			distrust(tp, j.Spec.Work)
 		}

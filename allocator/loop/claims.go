@@ -30,6 +30,12 @@ import (
 // grace, for a restart inside the last round or a rate measured high.
 const overdueRounds = 2
 
+// overdueSeconds is the least time those rounds must span: Nomad learns
+// that a task ended from its client, which after a server restart or a
+// missed heartbeat can take tens of seconds, so with short rounds (tests
+// run 2 s ones) two rounds are no proof that a job did not finish.
+const overdueSeconds = 60
+
 // distrustRounds is how long a distrusted job's work takes at the rates it
 // is priced with, in rounds (about a year of 300 s rounds): every objective
 // ranks such a job below any job whose claims hold (a smaller rate is a
@@ -63,10 +69,15 @@ func interrupted(rec *JobRecord, j *Job) {
 	rec.RunID = j.RunID
 }
 
-// overdue marks a job distrusted once it overran; it reports whether the
-// job is, and whether it became so now.
-func overdue(rec *JobRecord) (distrusted, now bool) {
-	if rec.Distrusted == "" && rec.Overrun >= overdueRounds-1e-9 {
+// overdue marks a job distrusted once it overran for overdueRounds rounds
+// of roundS seconds and overdueSeconds; it reports whether the job is, and
+// whether it became so now.
+func overdue(rec *JobRecord, roundS float64) (distrusted, now bool) {
+	rounds := float64(overdueRounds)
+	if roundS > 0 {
+		rounds = math.Max(rounds, math.Ceil(overdueSeconds/roundS))
+	}
+	if rec.Distrusted == "" && rec.Overrun >= rounds-1e-9 {
 		rec.Distrusted = fmt.Sprintf("held GPUs for %.3g rounds claiming to finish within each, and did not finish: its progress and rates no longer count", rec.Overrun)
 		now = true
 	}

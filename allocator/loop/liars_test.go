@@ -288,3 +288,21 @@ func TestRestartClaimsBounded(t *testing.T) {
 		t.Errorf("a 2 GB checkpoint: %g GB, %+v; want it as declared", small.StateGB, p)
 	}
 }
+
+// The overrun rule needs overdueRounds rounds that span overdueSeconds: Nomad can take tens of
+// seconds to show that a task ended, so two 2 s rounds prove nothing.
+func TestOverdueSpansTime(t *testing.T) {
+	for _, tc := range []struct {
+		roundS, overrun float64
+		want            bool
+	}{
+		{300, 1, false}, {300, 2, true}, {60, 2, true},
+		{2, 2, false}, {2, 29, false}, {2, 30, true},
+		{0, 2, true}, // no round length known: rounds alone
+	} {
+		rec := JobRecord{Overrun: tc.overrun}
+		if got, now := overdue(&rec, tc.roundS); got != tc.want || now != tc.want {
+			t.Errorf("%g s rounds, overrun %g: distrusted %v (now %v), want %v", tc.roundS, tc.overrun, got, now, tc.want)
+		}
+	}
+}
