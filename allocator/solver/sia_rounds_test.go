@@ -34,6 +34,25 @@ func solveSia(tb testing.TB, p *solver.Problem) solver.Result {
 	return res
 }
 
+// TestSiaRounds checks that sia's large rounds get feasible answers with
+// valid bounds, and that a search that does not prove its round went on
+// to the work limit (the node limit or a fault did not stop it earlier).
+func TestSiaRounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a few seconds of search")
+	}
+	for _, file := range siaRounds {
+		t.Run(strings.TrimSuffix(file, ".json.gz"), func(t *testing.T) {
+			p := readLateRound(t, file)
+			res := solveSia(t, p)
+			t.Logf("%d jobs: %v, gap %.3g, %d nodes, work %d", p.N(), res.Status, res.Gap, res.Stats.Nodes, res.Stats.Work)
+			if res.Status != solver.Optimal && res.Stats.Work <= solver.DefaultWorkLimit {
+				t.Errorf("status %v after %d nodes and %d work: stopped before the work limit", res.Status, res.Stats.Nodes, res.Stats.Work)
+			}
+		})
+	}
+}
+
 // BenchmarkSiaRounds times the solver on sia's large rounds (siaRounds),
 // reporting the nodes, the work and the gap each search ends with (they do
 // not depend on the machine):
