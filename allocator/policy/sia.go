@@ -30,7 +30,10 @@ const (
 //
 // where g_ji is the job's rate on model i over its slowest feasible rate.
 // It is solved exactly by the round engine's solver (same constraints as
-// FFT's round without (7)).
+// FFT's round without (7)). Without (7) its LP gap stays about 1e-4 on
+// rounds of thousands of jobs, so in HEADLINE.md's large setting most
+// rounds from about 2,200 jobs down stop at the solver's work limit,
+// reported with their gap (PolicyStats; allocator/sim/HEADLINE.md).
 type Sia struct {
 	// Fallbacks counts rounds the exact solver failed and the greedy
 	// fallback decided.

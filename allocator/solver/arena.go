@@ -145,6 +145,14 @@ func (a *arena) zeroInts(n int) []int {
 	return b
 }
 
+// anyInts returns a slice of n ints with unspecified contents.
+func (a *arena) anyInts(n int) []int {
+	if a == nil {
+		return make([]int, n)
+	}
+	return a.ints.take(n)
+}
+
 // int32s returns a slice of n int32s with unspecified contents.
 func (a *arena) int32s(n int) []int32 {
 	if a == nil {

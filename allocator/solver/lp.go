@@ -85,6 +85,9 @@ func (s entryHeap) down(k int) {
 type warmStart struct {
 	flow []int // GPUs of item j on model i at j*M+i
 	pi   []float64
+	// owned: the LP may keep flow as its own (solveFull then sets it to
+	// nil), so that a child's warm flow is not copied once more.
+	owned bool
 }
 
 // lpSolution is the optimum of the relaxation with its duals.
@@ -230,14 +233,31 @@ func solveLP(p *Problem, warm *warmStart, ar *arena) *lpSolution {
 }
 
 // solveFull is solveLP over all of p's items.
+//
+// It runs at every node of a search, over the node's free items, which on
+// a large round with a small gap stay about a thousand for thousands of
+// nodes: so it builds everything in one pass over the items, and touches
+// each of the N*M options a fixed, small number of times (no clearing,
+// heaps built in linear time). A warm start whose owned is set hands its
+// flow buffer over, and the LP's flow is then that buffer.
 func solveFull(p *Problem, warm *warmStart, ar *arena) *lpSolution {
 	m, n := p.M(), p.N()
+	var flow []int
+	switch {
+	case warm != nil && warm.owned:
+		flow, warm.flow = warm.flow, nil
+	default:
+		flow = ar.anyInts(n * m)
+		if warm != nil {
+			copy(flow, warm.flow)
+		}
+	}
 	s := &lpSolver{
 		p: p, m: m, n: n, ar: ar,
 		unit: ar.float64s(n * m),
 		sol: &lpSolution{
-			flow:     ar.zeroInts(n * m),
-			assigned: ar.zeroInts(n),
+			flow:     flow,
+			assigned: ar.anyInts(n),
 			load:     make([]int, m),
 			q:        make([]float64, m),
 		},
@@ -246,22 +266,6 @@ func solveFull(p *Problem, warm *warmStart, ar *arena) *lpSolution {
 	s.heaps = ar.heapSet(m * m)
 	for i := range s.dirty {
 		s.dirty[i] = true
-	}
-	for j, k := 0, 0; j < n; j++ {
-		// One division per item, not per option: this loop runs at every
-		// node. For gang sizes that are powers of two (nearly all) the
-		// product is exactly the quotient.
-		d := p.Size[j]
-		inv := 1 / float64(d)
-		for i := 0; i < m; i, k = i+1, k+1 {
-			s.unit[k] = math.Inf(1)
-			if c := p.Cost[k]; !math.IsInf(c, 1) && d <= p.Capacity[i] {
-				s.unit[k] = c * inv
-			}
-		}
-	}
-	if warm != nil {
-		s.start(warm.flow)
 	}
 	// Items a warm start placed whole never have GPUs left to place, so
 	// they stay out of the source heaps. Each model's heap holds at most n.
@@ -274,11 +278,50 @@ func solveFull(p *Problem, warm *warmStart, ar *arena) *lpSolution {
 		ar.putEntries(srcBuf)
 		ar.putHeapSet(s.heaps)
 	}()
+	sol := s.sol
 	for j, k := 0, 0; j < n; j, k = j+1, k+m {
-		if s.sol.assigned[j] >= p.Size[j] {
+		// One division per item, not per option. For gang sizes that are
+		// powers of two (nearly all) the product is exactly the quotient.
+		d := p.Size[j]
+		inv := 1 / float64(d)
+		unit, row := s.unit[k:k+m], flow[k:k+m]
+		a := 0
+		for i := range unit {
+			unit[i] = math.Inf(1)
+			if c := p.Cost[k+i]; !math.IsInf(c, 1) && d <= p.Capacity[i] {
+				unit[i] = c * inv
+			}
+			f := 0
+			if warm != nil && row[i] > 0 && !math.IsInf(unit[i], 1) {
+				f = row[i]
+			}
+			row[i] = f
+			a += f
+			sol.load[i] += f
+		}
+		sol.assigned[j] = a
+		sol.total += a
+		if a > 0 {
+			// Index the item for moves out of every model it sits on: the
+			// heaps are ordered once all are in (heapify), which gives
+			// the same tops as pushing one by one (entries are ordered by
+			// key, then item).
+			for b, f := range row {
+				if f == 0 {
+					continue
+				}
+				for c, u := range unit {
+					if c != b && !math.IsInf(u, 1) {
+						s.heaps[b*m+c] = append(s.heaps[b*m+c], heapEntry{u - unit[b], int32(j)})
+					}
+				}
+				s.heaps[b*m+b] = append(s.heaps[b*m+b], heapEntry{-unit[b], int32(j)})
+			}
+		}
+		if a >= d {
 			continue
 		}
-		for i, u := range s.unit[k : k+m] {
+		for i, u := range unit {
 			if !math.IsInf(u, 1) {
 				s.srcs[i] = append(s.srcs[i], heapEntry{u, int32(j)})
 			}
@@ -286,6 +329,11 @@ func solveFull(p *Problem, warm *warmStart, ar *arena) *lpSolution {
 	}
 	for i := range s.srcs {
 		s.srcs[i].heapify()
+	}
+	if sol.total > 0 {
+		for _, h := range s.heaps {
+			h.heapify()
+		}
 	}
 	if warm != nil {
 		s.repair(warm.pi)
@@ -331,21 +379,6 @@ const (
 	optTol   = 1e-10
 	noiseTol = 1e-13
 )
-
-// start loads a starting flow and indexes its items for moves.
-func (s *lpSolver) start(warm []int) {
-	m, sol := s.m, s.sol
-	for k, f := range warm {
-		if f <= 0 || math.IsInf(s.unit[k], 1) {
-			continue
-		}
-		j, i := k/m, k%m
-		s.add(j, i, f)
-		sol.assigned[j] += f
-		sol.load[i] += f
-		sol.total += f
-	}
-}
 
 // edges refreshes the cheapest S->b and a->b hop weights.
 func (s *lpSolver) edges() {

@@ -333,7 +333,7 @@ func (s *search) solveNode(sub *Problem, idx []int, warm *warmStart, fixedCost, 
 // what the LP suggests, fixes by reduced costs and branches. It releases
 // lp.
 func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, parentBound float64) {
-	defer s.ar.release(lp)
+	defer func() { s.ar.release(lp) }() // lp is nil once released early
 	var undo []int
 	defer func() {
 		for _, j := range undo {
@@ -412,13 +412,21 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 	// their LP values, and the duals stay feasible), so the node needs no
 	// second LP: branch on the smaller problem directly.
 	next, nextIdx, newIndex, fixedCost, undo := s.fix(sub, idx, lp, s.bestVal-bound, fixedCost, undo)
-	if newIndex != nil {
-		jb = int(newIndex[jb])
-		defer func() {
+	// The fixed node, its LP and the flow carried to its children are
+	// done with once the children are solved: the search dives hundreds
+	// of levels deep on large rounds, and what every level held of size
+	// N*M was most of its memory and its cache misses.
+	release := func() {
+		if newIndex != nil {
 			s.ar.putFloats(next.Cost)
 			s.ar.putInts(next.Size, next.Capacity, nextIdx)
 			s.ar.putInt32s(newIndex)
-		}()
+			newIndex = nil
+		}
+	}
+	defer func() { release() }()
+	if newIndex != nil {
+		jb = int(newIndex[jb])
 	}
 	sub, idx = next, nextIdx
 	if slices.ContainsFunc(sub.Capacity, func(y int) bool { return y < 0 }) {
@@ -428,19 +436,34 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 		s.core = sub.N()
 	}
 	carried := s.carry(parentSub, parentLP, sub, newIndex, jb)
-	defer s.ar.putInts(carried)
-	kids := s.children(sub, idx, jb, opts, &warmStart{carried, parentLP.pi}, fixedCost, bound)
+	warm := &warmStart{flow: carried, pi: parentLP.pi}
+	kids, shared := s.children(sub, idx, jb, opts, warm, fixedCost, bound)
+	branched := idx[jb]
+	s.ar.release(lp)
+	lp = nil
+	release()
 	for _, k := range kids {
 		if !s.stopped && !s.done() {
-			s.assign[idx[jb]] = k.model
+			if k.lp == nil {
+				// explore's own first test, before solving the LP again.
+				if b := math.Max(bound, k.bound); b >= s.bestVal-s.tol {
+					s.minOpen = math.Min(s.minOpen, b)
+					s.ar.putInts(k.sub.Capacity)
+					continue
+				}
+				k.lp = s.resolve(k.sub, warm)
+			}
+			s.assign[branched] = k.model
 			s.explore(k.sub, k.idx, k.lp, k.fixedCost, bound)
-			s.assign[idx[jb]] = -1
+			s.assign[branched] = -1
 		} else {
 			s.ar.release(k.lp)
 		}
-		s.ar.putFloats(k.sub.Cost)
-		s.ar.putInts(k.sub.Size, k.sub.Capacity, k.idx)
+		s.ar.putInts(k.sub.Capacity)
 	}
+	s.ar.putInts(carried)
+	s.ar.putFloats(shared.Cost)
+	s.ar.putInts(shared.Size, shared.Capacity, shared.idx)
 	if s.stopped {
 		s.minOpen = math.Min(s.minOpen, bound)
 	}
@@ -451,7 +474,14 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 // them, nil when fixing changed nothing) less the branched item jb.
 func (s *search) carry(parentSub *Problem, parentLP *lpSolution, sub *Problem, newIndex []int32, jb int) []int {
 	m := sub.M()
-	carried := s.ar.zeroInts((sub.N() - 1) * m)
+	var carried []int
+	if parentLP.rows == nil {
+		// A dense flow has a row for every item: every row of carried is
+		// written below.
+		carried = s.ar.anyInts((sub.N() - 1) * m)
+	} else {
+		carried = s.ar.zeroInts((sub.N() - 1) * m)
+	}
 	for j := 0; j < parentSub.N(); j++ {
 		nj := j
 		if newIndex != nil {
@@ -468,6 +498,14 @@ func (s *search) carry(parentSub *Problem, parentLP *lpSolution, sub *Problem, n
 	return carried
 }
 
+// siblings is what the children of one node share: they differ only in
+// their capacities and usage bound, so one copy of the costs, sizes and
+// items serves them all (Capacity is the parent's, a template).
+type siblings struct {
+	*Problem
+	idx []int
+}
+
 // child is a solved child node waiting to be explored.
 type child struct {
 	model     int // the branched item's model, -1 when left out
@@ -482,40 +520,71 @@ type child struct {
 // makes (one per option in opts) and returns those left to explore, least
 // bound first: the search then dives where the optimum most likely is, and
 // a good incumbent early prunes and fixes more in the siblings after it.
-// Each child's problem, items and LP go back to the arena once explored.
-func (s *search) children(sub *Problem, idx []int, jb int, opts []int, carried *warmStart, fixedCost, bound float64) []child {
+// Each child's Capacity and LP go back to the arena once explored, and the
+// siblings' shared problem once all are.
+func (s *search) children(sub *Problem, idx []int, jb int, opts []int, carried *warmStart, fixedCost, bound float64) ([]child, siblings) {
 	m := sub.M()
 	var kids []child
+	held := -1 // the child that keeps its LP
+	shared := siblings{restrict(sub, idx, idx[jb], s.ar), append(append(s.ar.anyInts(len(idx) - 1)[:0], idx[:jb]...), idx[jb+1:]...)}
 	for _, o := range opts {
 		if o >= 0 && (math.IsInf(sub.Cost[jb*m+o], 1) || sub.Size[jb] > sub.Capacity[o]) {
 			continue // fixing ruled this option out
 		}
-		k := child{model: o, fixedCost: fixedCost}
-		k.idx = append(append(s.ar.zeroInts(len(idx) - 1)[:0], idx[:jb]...), idx[jb+1:]...)
-		k.sub = restrict(sub, idx, idx[jb], s.ar)
+		k := child{model: o, fixedCost: fixedCost, idx: shared.idx}
+		k.sub = &Problem{Capacity: append(s.ar.anyInts(m)[:0], shared.Capacity...), Size: shared.Size, Cost: shared.Cost, MinUsage: shared.MinUsage}
 		if o >= 0 {
 			k.fixedCost += sub.Cost[jb*m+o]
 			k.sub.Capacity[o] -= sub.Size[jb]
 			k.sub.MinUsage = max(0, k.sub.MinUsage-sub.Size[jb])
 		}
-		warm := fitWarm(k.sub, carried.flow, s.ar)
+		// The child's LP keeps its warm flow as its own flow when it
+		// solves (warm.flow is then nil): one copy of N*M less per node.
+		warm := &warmStart{flow: fitWarm(k.sub, carried.flow, s.ar), pi: carried.pi, owned: true}
 		s.assign[idx[jb]] = o // a child the DP settles offers its assignment
-		k.lp = s.solveNode(k.sub, k.idx, &warmStart{warm, carried.pi}, k.fixedCost, bound)
+		k.lp = s.solveNode(k.sub, k.idx, warm, k.fixedCost, bound)
 		s.assign[idx[jb]] = -1
-		s.ar.putInts(warm)
+		s.ar.putInts(warm.flow)
 		if k.lp == nil {
-			s.ar.putFloats(k.sub.Cost)
-			s.ar.putInts(k.sub.Size, k.sub.Capacity, k.idx)
+			s.ar.putInts(k.sub.Capacity)
 			if s.stopped {
 				break
 			}
 			continue
 		}
 		k.bound = k.fixedCost + k.lp.bound
+		// Only the child explored first (least bound, the first of
+		// equals) keeps its LP: the others would hold an N*M flow each
+		// while its subtree is searched, hundreds of levels deep on large
+		// rounds, and most of them are cut by their bound before their
+		// turn; resolve solves the LP again for those that are not.
+		if held < 0 || k.bound < kids[held].bound {
+			if held >= 0 {
+				s.ar.release(kids[held].lp)
+				kids[held].lp = nil
+			}
+			held = len(kids)
+		} else {
+			s.ar.release(k.lp)
+			k.lp = nil
+		}
 		kids = append(kids, k)
 	}
 	slices.SortStableFunc(kids, func(a, b child) int { return cmp.Compare(a.bound, b.bound) })
-	return kids
+	return kids, shared
+}
+
+// resolve solves again the LP of a child that children solved and let go
+// of: the same problem from the same warm start, as solveNode did, gives
+// the same LP, and is not counted again.
+func (s *search) resolve(sub *Problem, carried *warmStart) *lpSolution {
+	warm := &warmStart{flow: fitWarm(sub, carried.flow, s.ar), pi: carried.pi, owned: true}
+	lp := solveLP(sub, warm, s.ar)
+	s.ar.putInts(warm.flow)
+	if lp == nil {
+		lp = solveLP(sub, nil, s.ar)
+	}
+	return lp
 }
 
 // fitWarm copies a carried flow and takes out what no longer fits: flow on
@@ -523,15 +592,17 @@ func (s *search) children(sub *Problem, idx []int, jb int, opts []int, carried *
 // (the costliest per GPU first, the LP's own order of preference).
 func fitWarm(p *Problem, carried []int, ar *arena) []int {
 	m := p.M()
-	warm := ar.zeroInts(len(carried))
-	copy(warm, carried)
+	warm := ar.anyInts(len(carried))
 	load := make([]int, m)
-	for k, f := range warm {
-		if f > 0 && (math.IsInf(p.Cost[k], 1) || p.Size[k/m] > p.Capacity[k%m]) {
-			warm[k] = 0
-			continue
+	for j, k := 0, 0; j < p.N(); j, k = j+1, k+m {
+		d := p.Size[j]
+		for i, f := range carried[k : k+m] {
+			if f > 0 && (math.IsInf(p.Cost[k+i], 1) || d > p.Capacity[i]) {
+				f = 0
+			}
+			warm[k+i] = f
+			load[i] += f
 		}
-		load[k%m] += f
 	}
 	for i := 0; i < m; i++ {
 		if load[i] <= p.Capacity[i] {
@@ -567,7 +638,7 @@ func fitWarm(p *Problem, carried []int, ar *arena) []int {
 func restrict(sub *Problem, idx []int, drop int, ar *arena) *Problem {
 	m := sub.M()
 	out := &Problem{Capacity: append(ar.zeroInts(m)[:0], sub.Capacity...), MinUsage: sub.MinUsage}
-	out.Size = ar.zeroInts(sub.N())[:0]
+	out.Size = ar.anyInts(sub.N())[:0]
 	out.Cost = ar.float64s(len(sub.Cost))[:0]
 	for j := 0; j < sub.N(); j++ {
 		if idx[j] == drop {

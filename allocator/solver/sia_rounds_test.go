@@ -1,0 +1,80 @@
+package solver_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/nomad-fft/nomad-fft/allocator/solver"
+)
+
+// siaRounds are rounds of the sia baseline in HEADLINE.md's large setting
+// (1,000 GPUs in hosts of 8, 4,000 jobs x 8 models, restarts at 60 s, seed
+// 0), written out by the simulator at about round 210, when 2,190 jobs
+// wait and sia's program (no usage bound, an LP gap of about 1e-4) leaves
+// about a thousand of them free at each of thousands of nodes that dive
+// hundreds of levels deep (issue 21): the rounds that made sia's runs
+// slow. Costs are JSON with null for +Inf, as lateRounds.
+var siaRounds = []string{
+	"large-sia-002-n2194.json.gz", // proven, at about 1,000 nodes
+	"large-sia-003-n2190.json.gz", // stops at the work limit, at about 8,500 nodes
+}
+
+// solveSia solves a sia round as policy.Sia does (no start, default
+// limits) and checks the answer.
+func solveSia(tb testing.TB, p *solver.Problem) solver.Result {
+	tb.Helper()
+	res, err := solver.Solve(context.Background(), p, solver.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if !p.Feasible(res.Choice) || res.Objective != p.Objective(res.Choice) || res.Bound > res.Objective {
+		tb.Fatalf("answer: feasible %v, objective %v (recomputed %v), bound %v", p.Feasible(res.Choice), res.Objective, p.Objective(res.Choice), res.Bound)
+	}
+	return res
+}
+
+// TestSiaRounds checks that sia's large rounds get feasible answers with
+// valid bounds, and that a search that does not prove its round went on
+// to the work limit (the node limit or a fault did not stop it earlier).
+func TestSiaRounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a few seconds of search")
+	}
+	for _, file := range siaRounds {
+		t.Run(strings.TrimSuffix(file, ".json.gz"), func(t *testing.T) {
+			p := readLateRound(t, file)
+			res := solveSia(t, p)
+			t.Logf("%d jobs: %v, gap %.3g, %d nodes, work %d", p.N(), res.Status, res.Gap, res.Stats.Nodes, res.Stats.Work)
+			if res.Status != solver.Optimal && res.Stats.Work <= solver.DefaultWorkLimit {
+				t.Errorf("status %v after %d nodes and %d work: stopped before the work limit", res.Status, res.Stats.Nodes, res.Stats.Work)
+			}
+		})
+	}
+}
+
+// BenchmarkSiaRounds times the solver on sia's large rounds (siaRounds),
+// reporting the nodes, the work and the gap each search ends with (they do
+// not depend on the machine):
+//
+//	go test -run '^$' -bench SiaRounds -benchtime 3x -count 3 ./allocator/solver/
+func BenchmarkSiaRounds(b *testing.B) {
+	for _, file := range siaRounds {
+		b.Run(strings.TrimSuffix(file, ".json.gz"), func(b *testing.B) {
+			p := readLateRound(b, file)
+			var res solver.Result
+			b.ReportAllocs()
+			for b.Loop() {
+				res = solveSia(b, p)
+			}
+			proven := 0.0
+			if res.Status == solver.Optimal {
+				proven = 1
+			}
+			b.ReportMetric(float64(res.Stats.Nodes), "nodes")
+			b.ReportMetric(float64(res.Stats.Work), "work")
+			b.ReportMetric(res.Gap, "gap")
+			b.ReportMetric(proven, "proven")
+		})
+	}
+}
