@@ -37,8 +37,10 @@ func (c *TabulateCommand) Help() string {
 Reads every summary-<policy>-r<rate>-s<seed>.json that fftctl simulate
 wrote to each DIR (its -out), with the rounds-*.csv beside it, and prints a
 Markdown table: one row per run (policy, seed, wall time, rounds, measured
-jobs finished, mean JCT, mean and max FTF, solve p50/p99/max, rounds not
-proven optimal with the largest gap, and the slowest round with its jobs),
+jobs finished, mean and p50 JCT, mean and max FTF, the share of jobs with
+FTF > 1, preemptions and switches per finished job, solve p50/p99/max,
+rounds not proven optimal with the largest gap, and the slowest round with
+its jobs),
 then, for each policy and rate with several runs, their mean ± sample
 standard deviation (for the gap, the largest). A run stopped early (Ctrl-C,
 -max-rounds) says so.
@@ -198,8 +200,12 @@ var runColumns = []struct {
 	{"rounds", func(r *savedRun) float64 { return float64(r.Rounds) }, count, false},
 	{"finished", func(r *savedRun) float64 { return float64(r.Finished) }, count, false},
 	{"mean JCT h", func(r *savedRun) float64 { return r.JCT.Mean / 3600 }, fixed(1), false},
+	{"p50 JCT h", func(r *savedRun) float64 { return r.JCT.P50 / 3600 }, fixed(1), false},
 	{"FTF mean", func(r *savedRun) float64 { return r.FTF.Mean }, fixed(3), false},
 	{"FTF max", func(r *savedRun) float64 { return r.FTF.Max }, fixed(2), false},
+	{"unfair", func(r *savedRun) float64 { return 100 * r.FTF.Unfair }, percent, false},
+	{"preempt/job", func(r *savedRun) float64 { return perJob(preemptions)(&r.Summary) }, fixed(2), false},
+	{"switch/job", func(r *savedRun) float64 { return perJob(switches)(&r.Summary) }, fixed(2), false},
 	{"solve p50", func(r *savedRun) float64 { return r.Solve.P50 }, seconds, false},
 	{"solve p99", func(r *savedRun) float64 { return r.Solve.P99 }, seconds, false},
 	{"solve max", func(r *savedRun) float64 { return r.Solve.Max }, seconds, false},
@@ -350,6 +356,8 @@ func minSec(v float64) string {
 	}
 	return fmt.Sprintf("%d min %d s", s/60, s%60)
 }
+
+func percent(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "%" }
 
 func sci(v float64) string {
 	if v == 0 {

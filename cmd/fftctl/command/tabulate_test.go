@@ -56,7 +56,8 @@ func TestTabulateRuns(t *testing.T) {
 	run := func(policy string, seed uint64, wall time.Duration, jctH, ftf float64, notProven float64, stopped string, rounds []sim.RoundStats) {
 		t.Helper()
 		s := metrics.Summary{Policy: policy, Measured: 4000, Finished: 4000, Rounds: 4000 + int(seed), Wall: wall, Stopped: stopped,
-			JCT: metrics.Stat{Mean: jctH * 3600}, FTF: metrics.FairnessStat{Mean: ftf, Max: 2 * ftf},
+			JCT: metrics.Stat{Mean: jctH * 3600, P50: jctH * 1800}, FTF: metrics.FairnessStat{Mean: ftf, Max: 2 * ftf, Unfair: ftf / 10},
+			Preemptions: 8000, Switches: 2000,
 			Solve: metrics.Stat{P50: 0.01, P99: 0.98, Max: 1.72}}
 		if notProven >= 0 {
 			s.PolicyStats = map[string]float64{"rounds_not_optimal": notProven, "max_gap": 1e-3}
@@ -106,16 +107,17 @@ func TestTabulateRuns(t *testing.T) {
 		row  string
 		want []string
 	}{
-		// wall, rounds, finished, JCT h, FTF mean, max, solve p50/p99/max,
-		// not proven, max gap, slowest round (the first of equal ones).
-		{"fft-rate-w0.25 1", []string{"9 min 29 s", "4,001", "4,000", "30.0", "0.400", "0.80", "10.0 ms", "980.0 ms", "1.72 s", "400", "1.0e-03", "1947 (562): 1.72 s, feasible"}},
-		{"fft-rate-w0.25 2", []string{"10 min 31 s", "4,002", "4,000", "32.0", "0.500", "1.00", "10.0 ms", "980.0 ms", "1.72 s", "500", "1.0e-03", "1947 (562): 1.72 s, feasible"}},
+		// wall, rounds, finished, JCT h mean and p50, FTF mean and max,
+		// unfair, preemptions and switches per job, solve p50/p99/max, not
+		// proven, max gap, slowest round (the first of equal ones).
+		{"fft-rate-w0.25 1", []string{"9 min 29 s", "4,001", "4,000", "30.0", "15.0", "0.400", "0.80", "4.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "400", "1.0e-03", "1947 (562): 1.72 s, feasible"}},
+		{"fft-rate-w0.25 2", []string{"10 min 31 s", "4,002", "4,000", "32.0", "16.0", "0.500", "1.00", "5.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "500", "1.0e-03", "1947 (562): 1.72 s, feasible"}},
 		// No search: nothing to prove, and no status shown.
-		{"gavel-ftf 1", []string{"2 min 48 s", "4,001", "4,000", "50.6", "0.900", "1.80", "10.0 ms", "980.0 ms", "1.72 s", "-", "-", "7 (4,006): 300.0 ms"}},
+		{"gavel-ftf 1", []string{"2 min 48 s", "4,001", "4,000", "50.6", "25.3", "0.900", "1.80", "9.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "-", "-", "7 (4,006): 300.0 ms"}},
 		// Stopped by Ctrl-C, and no rounds file.
-		{"fft 0", []string{"30 min 0 s (stopped by hand)", "4,000", "4,000", "45.8", "1.000", "2.00", "10.0 ms", "980.0 ms", "1.72 s", "986", "1.0e-03", "-"}},
+		{"fft 0", []string{"30 min 0 s (stopped by hand)", "4,000", "4,000", "45.8", "22.9", "1.000", "2.00", "10.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "986", "1.0e-03", "-"}},
 		// Two seeds: mean ± sample sd (sd of 569 s and 631 s is 43.8 s).
-		{"fft-rate-w0.25, mean ± sd 1,2", []string{"10 min 0 s ± 44 s", "4,002 ± 1", "4,000 ± 0", "31.0 ± 1.4", "0.450 ± 0.071", "0.90 ± 0.14",
+		{"fft-rate-w0.25, mean ± sd 1,2", []string{"10 min 0 s ± 44 s", "4,002 ± 1", "4,000 ± 0", "31.0 ± 1.4", "15.5 ± 0.7", "0.450 ± 0.071", "0.90 ± 0.14", "4.5% ± 0.7%", "2.00 ± 0.00", "0.50 ± 0.00",
 			"10.0 ms ± 0.0 ms", "980.0 ms ± 0.0 ms", "1.72 s ± 0.0 ms", "450 ± 71", "≤ 1.0e-03", ""}},
 	} {
 		if d := cmp.Diff(tc.want, rows[tc.row]); d != "" {
