@@ -39,11 +39,12 @@ wrote to each DIR (its -out), with the rounds-*.csv beside it, and prints a
 Markdown table: one row per run (policy, seed, wall time, rounds, measured
 jobs finished, mean and p50 JCT, mean and max FTF, the share of jobs with
 FTF > 1, preemptions and switches per finished job, solve p50/p99/max,
-rounds not proven optimal with the largest gap, and the slowest round with
-its jobs),
-then, for each policy and rate with several runs, their mean ± sample
-standard deviation (for the gap, the largest). A run stopped early (Ctrl-C,
--max-rounds) says so.
+rounds not proven optimal with their largest gap, and the slowest round
+with its jobs), then, for each policy and rate with several runs, their
+mean ± sample standard deviation (for the gap, the largest). Rounds not
+proven are counted over the rounds file; without one, the policy's own
+counts are shown, which also count the placement stage's re-decides. A run
+stopped early (Ctrl-C, -max-rounds) says so.
 `, 0, "", nil)
 }
 
@@ -73,9 +74,12 @@ func (c *TabulateCommand) Run(args []string) int {
 type savedRun struct {
 	jsonSummary
 	// Slowest is the round with the longest solve; HaveRounds says whether
-	// a rounds file was found.
+	// a rounds file was found. Unproven counts its rounds whose decision
+	// was not proven optimal, and Gap is their largest gap.
 	Slowest    sim.RoundStats
 	HaveRounds bool
+	Unproven   int
+	Gap        float64
 }
 
 // readSavedRuns reads every summary-*.json of dir, in name order, with
@@ -113,6 +117,7 @@ func readSavedRuns(dir string) ([]savedRun, error) {
 				return nil, fmt.Errorf("%s: %w", rounds, err)
 			}
 			r.Slowest, r.HaveRounds = slowestRound(rs)
+			r.Unproven, r.Gap = unproven(rs)
 		}
 		runs = append(runs, r)
 	}
@@ -209,17 +214,36 @@ var runColumns = []struct {
 	{"solve p50", func(r *savedRun) float64 { return r.Solve.P50 }, seconds, false},
 	{"solve p99", func(r *savedRun) float64 { return r.Solve.P99 }, seconds, false},
 	{"solve max", func(r *savedRun) float64 { return r.Solve.Max }, seconds, false},
-	{"not proven", func(r *savedRun) float64 { return stat(r, "rounds_not_optimal") }, count, false},
-	{"max gap", func(r *savedRun) float64 { return stat(r, "max_gap") }, sci, true},
+	{"not proven", func(r *savedRun) float64 { return notProven(r, float64(r.Unproven), "rounds_not_optimal") }, count, false},
+	{"max gap", func(r *savedRun) float64 { return notProven(r, r.Gap, "max_gap") }, sci, true},
 }
 
-// stat is a policy counter of the run, NaN if the policy keeps none (it
-// does not search, so it has nothing to prove).
-func stat(r *savedRun, name string) float64 {
-	if v, ok := r.PolicyStats[name]; ok {
-		return v
+// notProven is fromRounds, counted over the rounds file, when there is
+// one; else the policy's counter of that name, which also counts the
+// placement stage's re-decides within a round. NaN if the policy keeps no
+// counter: it does not search, so it has nothing to prove.
+func notProven(r *savedRun, fromRounds float64, name string) float64 {
+	v, ok := r.PolicyStats[name]
+	switch {
+	case !ok:
+		return math.NaN()
+	case r.HaveRounds:
+		return fromRounds
 	}
-	return math.NaN()
+	return v
+}
+
+// unproven counts the rounds whose decision a search stopped before
+// proving it optimal, and their largest gap.
+func unproven(rounds []sim.RoundStats) (int, float64) {
+	n, gap := 0, 0.0
+	for _, r := range rounds {
+		if r.Status != "" && r.Status != "optimal" {
+			n++
+			gap = max(gap, r.Gap)
+		}
+	}
+	return n, gap
 }
 
 // writeRunsMarkdown prints the runs, then a mean ± sd row for each policy

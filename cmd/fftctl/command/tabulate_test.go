@@ -85,7 +85,7 @@ func TestTabulateRuns(t *testing.T) {
 	}
 	rounds := []sim.RoundStats{
 		{Round: 0, Active: 4000, Solve: 30 * time.Millisecond, Status: "optimal"},
-		{Round: 1947, Active: 562, Solve: 1720 * time.Millisecond, Status: "feasible"},
+		{Round: 1947, Active: 562, Solve: 1720 * time.Millisecond, Status: "feasible", Gap: 2e-4},
 		{Round: 1948, Active: 561, Solve: 1720 * time.Millisecond, Status: "optimal"},
 	}
 	run("fft-rate-w0.25", 1, 9*time.Minute+29*time.Second, 30, 0.4, 400, "", rounds)
@@ -109,16 +109,17 @@ func TestTabulateRuns(t *testing.T) {
 	}{
 		// wall, rounds, finished, JCT h mean and p50, FTF mean and max,
 		// unfair, preemptions and switches per job, solve p50/p99/max, not
-		// proven, max gap, slowest round (the first of equal ones).
-		{"fft-rate-w0.25 1", []string{"9 min 29 s", "4,001", "4,000", "30.0", "15.0", "0.400", "0.80", "4.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "400", "1.0e-03", "1947 (562): 1.72 s, feasible"}},
-		{"fft-rate-w0.25 2", []string{"10 min 31 s", "4,002", "4,000", "32.0", "16.0", "0.500", "1.00", "5.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "500", "1.0e-03", "1947 (562): 1.72 s, feasible"}},
+		// proven and max gap over the rounds file (the summary's 400 and
+		// 1e-3 are the policy's), slowest round (the first of equals).
+		{"fft-rate-w0.25 1", []string{"9 min 29 s", "4,001", "4,000", "30.0", "15.0", "0.400", "0.80", "4.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "1", "2.0e-04", "1947 (562): 1.72 s, feasible"}},
+		{"fft-rate-w0.25 2", []string{"10 min 31 s", "4,002", "4,000", "32.0", "16.0", "0.500", "1.00", "5.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "1", "2.0e-04", "1947 (562): 1.72 s, feasible"}},
 		// No search: nothing to prove, and no status shown.
 		{"gavel-ftf 1", []string{"2 min 48 s", "4,001", "4,000", "50.6", "25.3", "0.900", "1.80", "9.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "-", "-", "7 (4,006): 300.0 ms"}},
-		// Stopped by Ctrl-C, and no rounds file.
+		// Stopped by Ctrl-C, and no rounds file: the policy's counts.
 		{"fft 0", []string{"30 min 0 s (stopped by hand)", "4,000", "4,000", "45.8", "22.9", "1.000", "2.00", "10.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "986", "1.0e-03", "-"}},
 		// Two seeds: mean ± sample sd (sd of 569 s and 631 s is 43.8 s).
 		{"fft-rate-w0.25, mean ± sd 1,2", []string{"10 min 0 s ± 44 s", "4,002 ± 1", "4,000 ± 0", "31.0 ± 1.4", "15.5 ± 0.7", "0.450 ± 0.071", "0.90 ± 0.14", "4.5% ± 0.7%", "2.00 ± 0.00", "0.50 ± 0.00",
-			"10.0 ms ± 0.0 ms", "980.0 ms ± 0.0 ms", "1.72 s ± 0.0 ms", "450 ± 71", "≤ 1.0e-03", ""}},
+			"10.0 ms ± 0.0 ms", "980.0 ms ± 0.0 ms", "1.72 s ± 0.0 ms", "1 ± 0", "≤ 2.0e-04", ""}},
 	} {
 		if d := cmp.Diff(tc.want, rows[tc.row]); d != "" {
 			t.Errorf("row %q (-want,+got):\n%s\n%s", tc.row, d, b.String())
