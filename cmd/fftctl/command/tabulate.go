@@ -41,7 +41,9 @@ jobs finished, mean and p50 JCT, mean and max FTF, the share of jobs with
 FTF > 1, preemptions and switches per finished job, solve p50/p99/max,
 rounds not proven optimal with their largest gap, and the slowest round
 with its jobs), then, for each policy and rate with several runs, their
-mean ± sample standard deviation (for the gap, the largest). Rounds not
+mean ± sample standard deviation (for the gap, the largest; give one
+setting's folders at a time: a summary does not record its restart cost,
+and a seed that comes twice gets no mean). Rounds not
 proven are counted over the rounds file; without one, the policy's own
 counts are shown, which also count the placement stage's re-decides. A run
 stopped early (Ctrl-C, -max-rounds) says so.
@@ -289,12 +291,14 @@ func writeRunsMarkdown(w io.Writer, runs []savedRun) {
 	}
 	for _, g := range order {
 		rs := groups[g]
-		if len(rs) < 2 {
-			continue
-		}
 		seeds := make([]string, len(rs))
 		for k, r := range rs {
 			seeds[k] = strconv.FormatUint(r.Seed, 10)
+		}
+		// A seed twice is two settings (a summary does not record its
+		// restart cost, say): their mean would mean nothing.
+		if len(rs) < 2 || len(slices.Compact(slices.Sorted(slices.Values(seeds)))) < len(rs) {
+			continue
 		}
 		cells := []string{g.policy + ", mean ± sd", strings.Join(seeds, ",")}
 		for _, c := range runColumns {

@@ -125,6 +125,23 @@ func TestTabulateRuns(t *testing.T) {
 			t.Errorf("row %q (-want,+got):\n%s\n%s", tc.row, d, b.String())
 		}
 	}
+	// The same seed in another folder (another setting): no mean row.
+	other := filepath.Join(t.TempDir(), "r0")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := os.ReadFile(filepath.Join(dir, "summary-gavel-ftf-r20-s1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "summary-gavel-ftf-r20-s1.json"), b2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var b3 bytes.Buffer
+	if code := (&TabulateCommand{Meta: Meta{Ui: ui, Stdout: &b3}}).Run([]string{dir, other}); code != 0 || strings.Contains(b3.String(), "gavel-ftf, mean") ||
+		strings.Count(b3.String(), "| gavel-ftf | 1 |") != 2 {
+		t.Errorf("seed 1 of gavel-ftf in two folders: exit %d, want its two rows and no mean:\n%s", code, b3.String())
+	}
 	if len(rows) != 2+5 {
 		t.Errorf("%d lines, want a header, a rule, 4 runs and 1 mean:\n%s", len(rows), b.String())
 	}
