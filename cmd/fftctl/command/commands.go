@@ -55,6 +55,7 @@ func Commands(meta Meta) map[string]cli.CommandFactory {
 		"run":      func() (cli.Command, error) { return &RunCommand{Meta: meta}, nil },
 		"simulate": func() (cli.Command, error) { return &SimulateCommand{Meta: meta}, nil },
 		"status":   func() (cli.Command, error) { return &StatusCommand{Meta: meta}, nil },
+		"tabulate": func() (cli.Command, error) { return &TabulateCommand{Meta: meta}, nil },
 		"version":  func() (cli.Command, error) { return &VersionCommand{Meta: meta}, nil },
 	}
 }
