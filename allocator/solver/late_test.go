@@ -25,7 +25,7 @@ var lateRounds = []struct {
 	proven bool
 }{
 	{"large-late-r01979.json.gz", true},
-	// Proven at about 10.7M of the 12M units of work: too close to the
+	// Proven at about 30M of the 32M units of work: too close to the
 	// limit to hold a test to.
 	{"large-late-r02760.json.gz", false},
 	{"large-late-r02690.json.gz", false},
