@@ -41,10 +41,10 @@ const DefaultNodeLimit = 100000
 
 // DefaultWorkLimit stops a search that has not closed its gap after about
 // a second of this project's shared 2-core benchmark machine, whatever the
-// round's size (a unit costs about 25-45 ns there, see nodeCost): the
+// round's size (a unit costs about 17-28 ns there, see nodeCost): the
 // answer is then Feasible, with the gap it proved. Most rounds close far
 // inside it.
-const DefaultWorkLimit = 32_000_000
+const DefaultWorkLimit = 40_000_000
 
 // phaseOneShare: the first phase of a two-phase search (branchAndBound)
 // gets the work limit over this.
@@ -59,8 +59,12 @@ const phaseOneShare = 8
 // rounds of 400 to 4,000 jobs of the large setting (default, fft and sia
 // policies), where they predict each round's time within about 25%
 // (issue 21); counting items alone made a unit cost 67 ns on late rounds
-// and 420 ns on large ones.
-const nodeWork = 96
+// and 420 ns on large ones. The fixed part is what a node of a few dozen
+// items costs beyond its options (its LP's heaps and buffers, shortest
+// paths over the models, the warm start's repair): a run of the default
+// whose late rounds searched up to 67,000 such nodes, when it was 96,
+// spent about 66 microseconds a node at load 9 beyond the units.
+const nodeWork = 700
 
 // nodeCost is the work of solving and expanding node p.
 func nodeCost(p *Problem) int { return p.N()*p.M() + nodeWork }
