@@ -39,14 +39,14 @@ const lagrangeMaxWork = 1 << 17
 const lagrangeIterations = 150
 
 // knapsackWork is what one pass over p's knapsacks adds to a search's
-// work (Options.WorkLimit): a step of a knapsack costs about a
-// sixty-fourth of what an item costs a node.
+// work (Options.WorkLimit): a step of a knapsack (one item, one capacity)
+// costs about a twentieth of what an option costs a node.
 func knapsackWork(p *Problem) int {
 	total := 0
 	for _, y := range p.Capacity {
 		total += max(0, y)
 	}
-	return p.N() * total / 64
+	return p.N() * total / 20
 }
 
 // lagrangeSize reports whether p is small enough for the bound.

@@ -103,7 +103,7 @@ type Stats struct {
 	Augmentations int `json:"augmentations"`
 	// Nodes counts branch-and-bound nodes, the root included.
 	Nodes int `json:"nodes"`
-	// Work is the free items summed over the nodes solved (WorkLimit).
+	// Work is the search's work in Options.WorkLimit's units.
 	Work int `json:"work,omitempty"`
 	// Core is the number of items left free after reduced-cost fixing at
 	// the first node that branched (0 when the root LP was integral).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 )
@@ -14,12 +15,11 @@ import (
 type Options struct {
 	// NodeLimit caps branch-and-bound nodes; 0 means DefaultNodeLimit.
 	NodeLimit int
-	// WorkLimit caps the search's work, counted as the free items of
-	// every node solved plus nodeWork (a node's LP and bookkeeping take
-	// time in proportion to them, plus a fixed part); 0 means
-	// DefaultWorkLimit. Unlike a clock it
-	// stops every run of the same round at the same node, so simulations
-	// stay deterministic.
+	// WorkLimit caps the search's work, counted in units of about one
+	// option (an item's model) that a node handles once (see nodeCost,
+	// roundWork and knapsackWork); 0 means DefaultWorkLimit. Unlike a
+	// clock it stops every run of the same round at the same node, so
+	// simulations stay deterministic.
 	WorkLimit int
 	// Start, when it is a feasible assignment (len N, -1 = left out), is
 	// the first incumbent. MaxUsage's packing is a good one.
@@ -40,19 +40,38 @@ type Options struct {
 const DefaultNodeLimit = 100000
 
 // DefaultWorkLimit stops a search that has not closed its gap after about
-// 1.5 s of this project's shared 2-core benchmark machine on hard rounds of
-// a few hundred jobs (about 40 microseconds a node there, where the node
-// limit alone allowed 8 s): the answer is then Feasible, with the gap it
-// proved. Rounds with thousands of jobs close in a few hundred nodes, far
+// a second of this project's shared 2-core benchmark machine, whatever the
+// round's size (a unit costs about 17-28 ns there, see nodeCost): the
+// answer is then Feasible, with the gap it proved. Most rounds close far
 // inside it.
-const DefaultWorkLimit = 12_000_000
+const DefaultWorkLimit = 40_000_000
 
 // phaseOneShare: the first phase of a two-phase search (branchAndBound)
 // gets the work limit over this.
 const phaseOneShare = 8
 
-// nodeWork is the fixed part of a node's work in WorkLimit's units.
-const nodeWork = 256
+// A unit of work is about one option handled once by a node: its LP (costs
+// per GPU, flows, heaps), the child's restricted copy, its warm start and
+// reduced-cost fixing each walk every option of the node's free items. A
+// node also has a fixed part (nodeWork), the rounding heuristic sorts its
+// candidate options (roundWork) and the Lagrangian bound runs knapsacks
+// (knapsackWork). The weights come from a least-squares fit of CPU time on
+// rounds of 400 to 4,000 jobs of the large setting (default, fft and sia
+// policies), where they predict each round's time within about 25%
+// (issue 21); counting items alone made a unit cost 67 ns on late rounds
+// and 420 ns on large ones. The fixed part is what a node of a few dozen
+// items costs beyond its options (its LP's heaps and buffers, shortest
+// paths over the models, the warm start's repair): a run of the default
+// whose late rounds searched up to 67,000 such nodes, when it was 96,
+// spent about 66 microseconds a node at load 9 beyond the units.
+const nodeWork = 700
+
+// nodeCost is the work of solving and expanding node p.
+func nodeCost(p *Problem) int { return p.N()*p.M() + nodeWork }
+
+// roundWork is the work of the rounding heuristic over scanned candidate
+// options, of which it sorts c: about a third of a unit per comparison.
+func roundWork(scanned, c int) int { return scanned/4 + c*bits.Len(uint(c))/3 }
 
 // relTolObjective times max(1, |root LP value|) is the absolute tolerance
 // under which two objective values count as equal: far below the 1e-6
@@ -180,7 +199,7 @@ type search struct {
 	ctx   context.Context
 	p     *Problem
 	limit int
-	// workLimit bounds work, the free items summed over solved nodes.
+	// workLimit bounds work (Options.WorkLimit).
 	workLimit, work int
 	target          float64
 	// assign holds fixings of the current path (original indices).
@@ -292,7 +311,7 @@ func (s *search) solveNode(sub *Problem, idx []int, warm *warmStart, fixedCost, 
 		return nil
 	}
 	s.nodes++
-	s.work += sub.N() + nodeWork
+	s.work += nodeCost(sub)
 	if s.nodes > s.limit || s.work > s.workLimit || (s.nodes%64 == 0 && s.ctx.Err() != nil) {
 		s.stopped = true
 		s.minOpen = math.Min(s.minOpen, parentBound)
@@ -744,18 +763,37 @@ func (s *search) round(sub *Problem, idx []int, lp *lpSolution, fixedCost float6
 	choice := s.roundChoice[:0]
 	load := make([]int, m)
 	usage := 0
-	cand := s.roundCand[:0]
 	for j := 0; j < n; j++ {
 		choice = append(choice, -1)
 		if i := lpModel(lp, j, m, sub.Size[j]); i >= 0 {
 			choice[j] = i
 			load[i] += sub.Size[j]
 			usage += sub.Size[j]
+		}
+	}
+	// Loads only grow, so an option larger than what the LP's whole items
+	// leave of its model can never be taken: only the others are sorted.
+	// In a large round that is a small part of them (sorting them all was
+	// a fifth of such a round's time).
+	cand := s.roundCand[:0]
+	scanned := 0
+	for j := 0; j < n; j++ {
+		if choice[j] >= 0 {
 			continue
 		}
+		from := len(cand)
 		cand = modelOptions(cand, sub, lp, j)
+		scanned += len(cand) - from
+		kept := cand[:from]
+		for _, o := range cand[from:] {
+			if load[o.i]+sub.Size[j] <= sub.Capacity[o.i] {
+				kept = append(kept, o)
+			}
+		}
+		cand = kept
 	}
 	s.roundChoice, s.roundCand = choice, cand
+	s.work += roundWork(scanned, len(cand))
 	slices.SortFunc(cand, lpPreference)
 	for _, o := range cand {
 		d := sub.Size[o.j]
