@@ -49,6 +49,23 @@ func TestEncodeChunkIsMarshal(t *testing.T) {
 			t.Errorf("%s: encodeChunk wrote %d bytes, json.Marshal %d; they differ", name, len(got), len(want))
 		}
 	}
+	// Record encodes each round in the last one's memory: a scratch used before, for a larger
+	// value or a smaller, gzipped or not, writes the same bytes.
+	var sc scratch
+	for _, name := range []string{"every record (gzipped)", "a few", "every record (gzipped)", "nil", "every record (gzipped)"} {
+		chunk := map[string]map[string]loop.JobRecord{"every record (gzipped)": all, "a few": small, "nil": nil}[name]
+		want, err := encodeValue(chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := sc.chunk(chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s in a used scratch: %d bytes, json.Marshal %d; they differ", name, len(got), len(want))
+		}
+	}
 	if b, _ := encodeValue(all); len(b) < 2 || b[0] != 0x1f {
 		t.Errorf("the whole ledger was not gzipped: the test covers no gzipped chunk")
 	}

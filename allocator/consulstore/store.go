@@ -22,6 +22,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/nomad-fft/nomad-fft/allocator/internal/recycle"
 	"github.com/nomad-fft/nomad-fft/allocator/jobid"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
@@ -100,6 +101,8 @@ type Store struct {
 	prefix     string
 	// keep is how many of the latest round records the audit log keeps.
 	keep int
+	// scratch is Record's encoding memory, kept between rounds.
+	scratch recycle.Keeper[scratches]
 }
 
 // New returns a Store under prefix ("" means DefaultPrefix).
@@ -192,12 +195,41 @@ func (s *Store) Load(ctx context.Context) (*loop.Ledger, error) {
 }
 
 // encodeValue is v as JSON, gzipped when over compressAbove.
-func encodeValue(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
+func encodeValue(v any) ([]byte, error) { return new(scratch).value(v) }
+
+// scratch is the memory one value is encoded in: its JSON, the gzip writer (whose compressor
+// tables are most of a megabyte) and the gzipped bytes. Record keeps a set between rounds
+// (Store.scratch): at 20,000 jobs a round's values are megabytes of JSON, and fresh memory
+// costs a page fault per 4 KiB. A value encoded in a scratch lives until its next use.
+type scratch struct {
+	raw, zipped bytes.Buffer
+	zw          *gzip.Writer
+	enc         *json.Encoder
+}
+
+// scratches are one Record's: one for each job chunk, and the round record's.
+type scratches [JobChunks + 1]scratch
+
+// value is encodeValue's bytes, encoded in sc.
+func (sc *scratch) value(v any) ([]byte, error) {
+	sc.raw.Reset()
+	if err := sc.encode(v); err != nil {
 		return nil, err
 	}
-	return compressed(b)
+	return sc.compressed()
+}
+
+// encode appends v's JSON to sc.raw as json.Marshal writes it (Encode escapes HTML as Marshal
+// does, and ends the value with a newline, which Marshal does not write).
+func (sc *scratch) encode(v any) error {
+	if sc.enc == nil {
+		sc.enc = json.NewEncoder(&sc.raw)
+	}
+	if err := sc.enc.Encode(v); err != nil {
+		return err
+	}
+	sc.raw.Truncate(sc.raw.Len() - 1)
+	return nil
 }
 
 // encodeChunk is encodeValue of a job chunk, byte for byte, without
@@ -205,51 +237,51 @@ func encodeValue(v any) ([]byte, error) {
 // of each record and a sort of the keys through reflect): the records are
 // encoded one by one, by sorted ID, into one buffer.
 func encodeChunk(chunk map[string]loop.JobRecord) ([]byte, error) {
-	if chunk == nil {
-		return encodeValue(chunk)
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	// Encode ends each value with a newline, which Marshal does not write.
-	encode := func(v any) error {
-		if err := enc.Encode(v); err != nil {
-			return err
-		}
-		buf.Truncate(buf.Len() - 1)
-		return nil
-	}
-	buf.WriteByte('{')
-	for i, id := range slices.Sorted(maps.Keys(chunk)) {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		r := chunk[id]
-		if err := encode(id); err != nil {
-			return nil, err
-		}
-		buf.WriteByte(':')
-		if err := encode(&r); err != nil {
-			return nil, err
-		}
-	}
-	buf.WriteByte('}')
-	return compressed(buf.Bytes())
+	return new(scratch).chunk(chunk)
 }
 
-// compressed is b gzipped when over compressAbove, else b.
-func compressed(b []byte) ([]byte, error) {
-	if len(b) <= compressAbove {
-		return b, nil
+// chunk is encodeChunk's bytes, encoded in sc.
+func (sc *scratch) chunk(chunk map[string]loop.JobRecord) ([]byte, error) {
+	if chunk == nil {
+		return sc.value(chunk)
 	}
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(b); err != nil {
+	sc.raw.Reset()
+	sc.raw.WriteByte('{')
+	for i, id := range slices.Sorted(maps.Keys(chunk)) {
+		if i > 0 {
+			sc.raw.WriteByte(',')
+		}
+		r := chunk[id]
+		if err := sc.encode(id); err != nil {
+			return nil, err
+		}
+		sc.raw.WriteByte(':')
+		if err := sc.encode(&r); err != nil {
+			return nil, err
+		}
+	}
+	sc.raw.WriteByte('}')
+	return sc.compressed()
+}
+
+// compressed is sc.raw gzipped when over compressAbove, else sc.raw.
+func (sc *scratch) compressed() ([]byte, error) {
+	if sc.raw.Len() <= compressAbove {
+		return sc.raw.Bytes(), nil
+	}
+	sc.zipped.Reset()
+	if sc.zw == nil {
+		sc.zw = gzip.NewWriter(&sc.zipped)
+	} else {
+		sc.zw.Reset(&sc.zipped) // the same header and level as a new writer's
+	}
+	if _, err := sc.zw.Write(sc.raw.Bytes()); err != nil {
 		return nil, err
 	}
-	if err := zw.Close(); err != nil {
+	if err := sc.zw.Close(); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return sc.zipped.Bytes(), nil
 }
 
 // decodeValue decodes a value encodeValue wrote, gzipped or not.
@@ -269,8 +301,11 @@ func decodeValue(b []byte, v any) error {
 // encodeRound is a round record's value; a record over Consul's value limit
 // (what one transaction carries) is stored without its job lines' options (every model's cost terms), and
 // says so (OptionsOmitted).
-func encodeRound(rec *loop.RoundRecord) ([]byte, error) {
-	b, err := encodeValue(rec)
+func encodeRound(rec *loop.RoundRecord) ([]byte, error) { return new(scratch).round(rec) }
+
+// round is encodeRound's bytes, encoded in sc.
+func (sc *scratch) round(rec *loop.RoundRecord) ([]byte, error) {
+	b, err := sc.value(rec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding round %d: %w", rec.Round, err)
 	}
@@ -284,7 +319,7 @@ func encodeRound(rec *loop.RoundRecord) ([]byte, error) {
 		lean.Jobs[i] = l
 	}
 	lean.OptionsOmitted = true
-	if b, err = encodeValue(&lean); err != nil {
+	if b, err = sc.value(&lean); err != nil {
 		return nil, fmt.Errorf("encoding round %d: %w", rec.Round, err)
 	}
 	if len(b) > maxTxnBytes {
@@ -353,6 +388,13 @@ func (s *Store) Record(ctx context.Context, prev, next *loop.Ledger, rec *loop.R
 	if err != nil {
 		return err
 	}
+	// The values are encoded in the last round's memory, and written
+	// before it is kept for the next.
+	sc := s.scratch.Take()
+	if sc == nil {
+		sc = new(scratches)
+	}
+	defer s.scratch.Put(sc)
 	// The record and the job chunks are encoded at once: at 20,000 jobs
 	// each takes a tenth of a second or more.
 	var (
@@ -362,9 +404,9 @@ func (s *Store) Record(ctx context.Context, prev, next *loop.Ledger, rec *loop.R
 	)
 	go func() {
 		defer close(encoded)
-		round, roundErr = encodeRound(rec)
+		round, roundErr = sc[JobChunks].round(rec)
 	}()
-	jobOps, err := s.jobOps(prev.Jobs, next.Jobs)
+	jobOps, err := s.jobOps(prev.Jobs, next.Jobs, sc)
 	<-encoded
 	if roundErr != nil {
 		return roundErr
@@ -423,7 +465,7 @@ func fitting(ops api.TxnOps, n, bytes int) int {
 // jobOps returns a set operation for each chunk whose records changed and a
 // delete for each chunk left empty, sorted by key: at most JobChunks
 // operations, however many jobs there are.
-func (s *Store) jobOps(prev, next map[string]loop.JobRecord) (api.TxnOps, error) {
+func (s *Store) jobOps(prev, next map[string]loop.JobRecord, sc *scratches) (api.TxnOps, error) {
 	before, after := chunks(prev), chunks(next)
 	// Chunks are compared and encoded on every CPU at once, each into its
 	// own slot, so the operations keep the chunks' order.
@@ -440,7 +482,7 @@ func (s *Store) jobOps(prev, next map[string]loop.JobRecord) (api.TxnOps, error)
 		go func() {
 			defer wg.Done()
 			for c := range next16 {
-				slots[c], errs[c] = s.chunkOp(c, before[c], after[c])
+				slots[c], errs[c] = s.chunkOp(c, before[c], after[c], &sc[c])
 			}
 		}()
 	}
@@ -458,15 +500,16 @@ func (s *Store) jobOps(prev, next map[string]loop.JobRecord) (api.TxnOps, error)
 }
 
 // chunkOp is the operation that brings chunk c from before to after: none
-// when it did not change, a delete when it is left empty, else a set.
-func (s *Store) chunkOp(c int, before, after map[string]loop.JobRecord) (*api.TxnOp, error) {
+// when it did not change, a delete when it is left empty, else a set
+// (encoded in sc).
+func (s *Store) chunkOp(c int, before, after map[string]loop.JobRecord, sc *scratch) (*api.TxnOp, error) {
 	switch {
 	case reflect.DeepEqual(before, after):
 		return nil, nil
 	case len(after) == 0:
 		return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: s.chunkKey(c)}}, nil
 	}
-	b, err := encodeChunk(after)
+	b, err := sc.chunk(after)
 	if err != nil {
 		return nil, fmt.Errorf("encoding job chunk %02x: %w", c, err)
 	}
