@@ -100,7 +100,7 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 			phase["record"] += r
 			seconds += r
 		}
-		b.Logf("round %d: %.2f s, observe %d calls, apply %d calls, phases %v", n, w, rec.ObserveCalls, rec.Apply.Calls, rec.Phases)
+		b.Logf("round %d: %.2f s, observe %d calls, apply %d calls for %v, phases %v", n, w, rec.ObserveCalls, rec.Apply.Calls, rec.Apply.Applied, rec.Phases)
 		k, x, last, largest := writtenSizes(b, cs, before)
 		keys, txns, before = keys+float64(k), txns+float64(x), last
 		recordKiB, chunkKiB = max(recordKiB, float64(largest["rounds"])/1024), max(chunkKiB, float64(largest["jobs"])/1024)
