@@ -197,13 +197,13 @@ func (s *Store) Load(ctx context.Context) (*loop.Ledger, error) {
 // encodeValue is v as JSON, gzipped when over compressAbove.
 func encodeValue(v any) ([]byte, error) { return new(scratch).value(v) }
 
-// scratch is the memory one value is encoded in: its JSON, the gzip writer (whose compressor
-// tables are most of a megabyte) and the gzipped bytes. Record keeps a set between rounds
+// scratch is the memory one value is encoded in: its JSON, the gzip writers (whose compressor
+// tables are most of a megabyte each) and the gzipped bytes. Record keeps a set between rounds
 // (Store.scratch): at 20,000 jobs a round's values are megabytes of JSON, and fresh memory
 // costs a page fault per 4 KiB. A value encoded in a scratch lives until its next use.
 type scratch struct {
 	raw, zipped bytes.Buffer
-	zw          *gzip.Writer
+	zw, zwBest  *gzip.Writer
 	enc         *json.Encoder
 }
 
@@ -264,21 +264,43 @@ func (sc *scratch) chunk(chunk map[string]loop.JobRecord) ([]byte, error) {
 	return sc.compressed()
 }
 
-// compressed is sc.raw gzipped when over compressAbove, else sc.raw.
+// compressed is sc.raw gzipped when over compressAbove, else sc.raw. It
+// compresses at gzip level 3 (fastLevel), and again at gzip's default level
+// only when that is over what a transaction carries: at 20,000 jobs the
+// round record's 13.7 MB of JSON took 28 ms for 218 KiB at level 3 and 94 ms
+// for 195 KiB at the default, so the fast level saves most of the time and
+// the default keeps the largest value that fits.
 func (sc *scratch) compressed() ([]byte, error) {
 	if sc.raw.Len() <= compressAbove {
 		return sc.raw.Bytes(), nil
 	}
-	sc.zipped.Reset()
-	if sc.zw == nil {
-		sc.zw = gzip.NewWriter(&sc.zipped)
-	} else {
-		sc.zw.Reset(&sc.zipped) // the same header and level as a new writer's
+	b, err := sc.gzip(&sc.zw, fastLevel)
+	if err != nil || len(b) <= maxTxnBytes {
+		return b, err
 	}
-	if _, err := sc.zw.Write(sc.raw.Bytes()); err != nil {
+	return sc.gzip(&sc.zwBest, gzip.DefaultCompression)
+}
+
+// fastLevel is the gzip level values are compressed at first.
+const fastLevel = 3
+
+// gzip is sc.raw gzipped at level by *zw (made on first use, then reset:
+// the same header and level as a new writer's) into sc.zipped.
+func (sc *scratch) gzip(zw **gzip.Writer, level int) ([]byte, error) {
+	sc.zipped.Reset()
+	if *zw == nil {
+		w, err := gzip.NewWriterLevel(&sc.zipped, level)
+		if err != nil {
+			return nil, err
+		}
+		*zw = w
+	} else {
+		(*zw).Reset(&sc.zipped)
+	}
+	if _, err := (*zw).Write(sc.raw.Bytes()); err != nil {
 		return nil, err
 	}
-	if err := sc.zw.Close(); err != nil {
+	if err := (*zw).Close(); err != nil {
 		return nil, err
 	}
 	return sc.zipped.Bytes(), nil
