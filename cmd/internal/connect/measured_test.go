@@ -2,9 +2,12 @@ package connect
 
 import (
 	"context"
+	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -84,5 +87,32 @@ func TestMeasuredEndsOnFailure(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	if m.Waited() != w {
 		t.Error("a failed request left its wait open")
+	}
+}
+
+// The client NomadMeasured builds itself takes the TLS settings as Nomad's own does: it trusts
+// the CA it is given, and only it.
+func TestNomadMeasuredTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `"127.0.0.1:4647"`)
+	}))
+	t.Cleanup(srv.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	trusted, err := Settings{Address: srv.URL, CACert: ca}.NomadMeasured()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := trusted.Status().Leader(); err != nil {
+		t.Errorf("with the server's CA: %v", err)
+	}
+	untrusted, err := Settings{Address: srv.URL}.NomadMeasured()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := untrusted.Status().Leader(); err == nil {
+		t.Error("without the server's CA the connection was trusted")
 	}
 }
