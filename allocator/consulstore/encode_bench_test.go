@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/roundtime"
 )
 
 // BenchmarkRecordEncoding times what Record encodes each round at the
@@ -39,6 +41,14 @@ func BenchmarkRecordEncoding(b *testing.B) {
 			s := &Store{prefix: "b/"}
 			sc := new(scratches) // kept between rounds, as Record keeps it
 			b.ResetTimer()
+			cpu0, _ := roundtime.CPU()
+			defer func() {
+				// The process's CPU, every thread and the collector included: the
+				// encoding runs on several cores at once, so the wall time is not its cost.
+				if cpu, ok := roundtime.CPU(); ok {
+					b.ReportMetric(float64(cpu-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+				}
+			}()
 			for range b.N {
 				round, err := sc[JobChunks].round(rec)
 				if err != nil {
