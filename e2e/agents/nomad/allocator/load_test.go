@@ -183,7 +183,7 @@ lines:
 		}
 		for _, f := range strings.Fields(line) {
 			if v, ok := strings.CutPrefix(f, key); ok {
-				d, err := time.ParseDuration(v)
+				d, err := time.ParseDuration(strings.Trim(v, `"`)) // quoted when not ASCII: "789µs"
 				if err != nil {
 					b.Fatalf("round %d's duration %q in %q: %v", n, v, line, err)
 				}
