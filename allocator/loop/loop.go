@@ -15,6 +15,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/placement"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
 	"github.com/nomad-fft/nomad-fft/allocator/profile"
+	"github.com/nomad-fft/nomad-fft/allocator/roundtime"
 )
 
 // Loop runs rounds: observe, build, decide, apply, record. It holds the
@@ -180,7 +181,12 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 		}
 	}
 	t := prev.Round
-	ph := &phases{log: l.opts.log.With("round", t), round: t, took: map[string]float64{}}
+	// The clients count the round's calls on its meter: each phase tells its waits on Nomad
+	// and Consul from its own time.
+	meter := roundtime.NewMeter()
+	ctx = roundtime.With(ctx, meter)
+	cpu0 := cpuNow()
+	ph := &phases{log: l.opts.log.With("round", t), round: t, took: map[string]float64{}, meter: meter}
 
 	// 1. Observe the cluster and the progress jobs report.
 	var snap *Snapshot
@@ -304,8 +310,10 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 		return nil, err
 	}
 	l.ledger = next
+	cpu1 := cpuNow()
 	ph.log.Info("round done", "trigger", kind, "policy", l.opts.pol.Name(), "jobs", len(pr.instance.Jobs), "running", len(assignment),
-		"plan", plan.GoString(), "api_calls", snap.Calls+res.Calls, "watch_calls", snap.WatchCalls, "duration", l.opts.now().Sub(start))
+		"plan", plan.GoString(), "api_calls", snap.Calls+res.Calls, "watch_calls", snap.WatchCalls, "duration", l.opts.now().Sub(start),
+		"cpu", cpu1-cpu0, "waited", meter.Waited())
 	return rec, nil
 }
 
@@ -434,18 +442,22 @@ func decide(ctx context.Context, pol policy.Policy, pr *problem) (*allocator.Dec
 
 // phases times and logs the numbered phases of one round. Durations are
 // wall time, whatever clock the loop's rounds follow: the simulator's is
-// virtual, and a phase's cost is real.
+// virtual, and a phase's cost is real. Each phase's trace line also tells
+// the process's CPU time in it (cpu, every thread: it may pass the wall
+// time) and the wall time it waited on Nomad or Consul (waited: with at
+// least one call outstanding, counted by the clients on meter).
 type phases struct {
 	log   hclog.Logger
 	round int
 	took  map[string]float64
+	meter *roundtime.Meter
 }
 
 func (p *phases) run(n int, name string, f func() error) error {
 	// With "phase done", it tells where a round was when its replica died
 	// (the chaos suite kills replicas on these lines).
 	p.log.Trace("phase start", "phase", fmt.Sprintf("%d-%s", n, name))
-	begin := time.Now()
+	begin, cpu0, waited0 := time.Now(), cpuNow(), p.meter.Waited()
 	err := f()
 	d := time.Since(begin)
 	p.took[name] = d.Seconds()
@@ -453,8 +465,15 @@ func (p *phases) run(n int, name string, f func() error) error {
 		p.log.Error("phase failed", "phase", fmt.Sprintf("%d-%s", n, name), "duration", d, "error", err)
 		return &PhaseError{Round: p.round, Phase: name, Err: err}
 	}
-	p.log.Trace("phase done", "phase", fmt.Sprintf("%d-%s", n, name), "duration", d)
+	p.log.Trace("phase done", "phase", fmt.Sprintf("%d-%s", n, name), "duration", d,
+		"cpu", cpuNow()-cpu0, "waited", p.meter.Waited()-waited0)
 	return nil
+}
+
+// cpuNow is the process's CPU time so far (0 where it cannot be read).
+func cpuNow() time.Duration {
+	d, _ := roundtime.CPU()
+	return d
 }
 
 // newRecord starts the round's record; advance fills its job lines.

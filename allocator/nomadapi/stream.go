@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/roundtime"
 )
 
 // Nomad's event stream (GET /v1/event/stream, topics Job, Evaluation and
@@ -294,6 +295,7 @@ func (c *Client) awaitStream(ctx context.Context, stale func() int) {
 // each wake of the stream. It is called with c.mu held, releases it while
 // it waits, and returns with it held.
 func (c *Client) waitFeed(ctx context.Context, more func() bool) {
+	defer roundtime.Begin(ctx)() // waiting on Nomad, as a call would
 	deadline := time.NewTimer(c.streamWait)
 	defer deadline.Stop()
 	for more() {

@@ -217,12 +217,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Name: "fft-allocator", Level: hclog.LevelFromString(f.logLevel), JSONFormat: f.logJSON, Output: stderr,
 	})
 
-	nc, err := f.nomad.Nomad()
+	nc, err := f.nomad.NomadMeasured() // each round tells its waits on Nomad and Consul from its own time
 	if err != nil {
 		log.Error("connecting to Nomad; check the -nomad-* flags, the nomad block of -config and NOMAD_*", "error", err)
 		return 1
 	}
-	cc, err := f.consul.Consul()
+	cc, err := f.consul.ConsulMeasured()
 	if err != nil {
 		log.Error("connecting to Consul; check the -consul-* flags, the consul block of -config and CONSUL_*", "error", err)
 		return 1

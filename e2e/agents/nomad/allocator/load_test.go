@@ -22,7 +22,11 @@ import (
 // API, on two fake-GPU clients with 64 GPUs each. Per warm round they report the Nomad API calls
 // of the observation and of the apply, the plan's changes, the Consul KV keys the round wrote,
 // the transactions it took and the largest values stored, each phase's duration, and the
-// round's wall time as the allocator logged it (record included). FFT_BENCH_LOG_LEVEL sets
+// round's wall time as the allocator logged it (record included). It splits that time into
+// what the round waited on Nomad and Consul (wait-s: wall time with a call outstanding, the
+// apply's concurrent calls counted once) and the rest, the allocator's own (own-s: its work, or
+// waiting for a core), and reports the process's CPU time (cpu-s, every thread), per phase too
+// (PHASE-wait-s, PHASE-cpu-s), from the allocator's log. FFT_BENCH_LOG_LEVEL sets
 // the allocator's log level (debug says which jobs a round read itself, and whether it took
 // the job list from the event stream); FFT_BENCH_APPLY_CONCURRENCY its -apply-concurrency.
 //
@@ -58,7 +62,8 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 	time.Sleep(recordTail)
 	_, _, before := written(b, cs, 0)
 	var observe, apply, changes, keys, txns, seconds, wall, recordKiB, chunkKiB float64
-	phase := map[string]float64{}
+	var waited, cpu float64
+	phase, phaseWait, phaseCPU := map[string]float64{}, map[string]float64{}, map[string]float64{}
 	b.ResetTimer()
 	for n := 1; n <= b.N; n++ {
 		rec := waitRecord(b, cs, n, 2*time.Minute)
@@ -78,12 +83,24 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 		}
 		w := roundWall(b, proc.LogPath, n)
 		wall += w
+		rw, _ := loggedField(b, proc.LogPath, n, "waited=", "round done")
+		rc, _ := loggedField(b, proc.LogPath, n, "cpu=", "round done")
+		waited, cpu = waited+rw, cpu+rc
+		split := map[string]string{}
+		for _, name := range benchPhases {
+			pw, _ := loggedField(b, proc.LogPath, n, "waited=", "phase done", "-"+name+" ")
+			pc, _ := loggedField(b, proc.LogPath, n, "cpu=", "phase done", "-"+name+" ")
+			phaseWait[name] += pw
+			phaseCPU[name] += pc
+			split[name] = fmt.Sprintf("wait %.3f cpu %.3f", pw, pc)
+		}
+		b.Logf("round %d: waited %.2f s on Nomad and Consul, CPU %.2f s; per phase %v", n, rw, rc, split)
 		if r, ok := recordPhase(b, proc.LogPath, n); ok {
 			rec.Phases["record"] = r
 			phase["record"] += r
 			seconds += r
 		}
-		b.Logf("round %d: %.2f s, observe %d calls, apply %d calls, phases %v", n, w, rec.ObserveCalls, rec.Apply.Calls, rec.Phases)
+		b.Logf("round %d: %.2f s, observe %d calls, apply %d calls for %v, phases %v", n, w, rec.ObserveCalls, rec.Apply.Calls, rec.Apply.Applied, rec.Phases)
 		k, x, last, largest := writtenSizes(b, cs, before)
 		keys, txns, before = keys+float64(k), txns+float64(x), last
 		recordKiB, chunkKiB = max(recordKiB, float64(largest["rounds"])/1024), max(chunkKiB, float64(largest["jobs"])/1024)
@@ -111,7 +128,17 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 	for _, name := range []string{"observe", "solve", "place", "claim", "apply", "record"} {
 		b.ReportMetric(per(phase[name]), name+"-s/op")
 	}
+	b.ReportMetric(per(waited), "wait-s/op")
+	b.ReportMetric(per(wall-waited), "own-s/op")
+	b.ReportMetric(per(cpu), "cpu-s/op")
+	for _, name := range benchPhases {
+		b.ReportMetric(per(phaseWait[name]), name+"-wait-s/op")
+		b.ReportMetric(per(phaseCPU[name]), name+"-cpu-s/op")
+	}
 }
+
+// benchPhases are the round's phases as its trace lines name them ("phase=2-build").
+var benchPhases = []string{"observe", "build", "solve", "place", "claim", "apply", "record"}
 
 // roundWall is round n's duration as the allocator logged it when the round was done: from
 // loading the ledger to the last Consul write, the phases and the record's writes included.
@@ -135,6 +162,13 @@ func recordPhase(b *testing.B, logPath string, n int) (seconds float64, ok bool)
 // every one of marks, in seconds; ok is false without such a line.
 func loggedDuration(b *testing.B, logPath string, n int, marks ...string) (seconds float64, ok bool) {
 	b.Helper()
+	return loggedField(b, logPath, n, "duration=", marks...)
+}
+
+// loggedField is the duration logged as key (with its "=") on the allocator's first log line
+// for round n that holds every one of marks, in seconds; ok is false without such a line.
+func loggedField(b *testing.B, logPath string, n int, key string, marks ...string) (seconds float64, ok bool) {
+	b.Helper()
 	raw, err := os.ReadFile(logPath)
 	if err != nil {
 		b.Fatalf("reading the allocator's log: %v", err)
@@ -148,8 +182,8 @@ lines:
 			}
 		}
 		for _, f := range strings.Fields(line) {
-			if v, ok := strings.CutPrefix(f, "duration="); ok {
-				d, err := time.ParseDuration(v)
+			if v, ok := strings.CutPrefix(f, key); ok {
+				d, err := time.ParseDuration(strings.Trim(v, `"`)) // quoted when not ASCII: "789µs"
 				if err != nil {
 					b.Fatalf("round %d's duration %q in %q: %v", n, v, line, err)
 				}
