@@ -205,8 +205,6 @@ type scratch struct {
 	raw, zipped bytes.Buffer
 	zw, zwBest  *gzip.Writer
 	enc         *json.Encoder
-	// lines and tail are a round record's job lines and what follows them (audit.go).
-	lines, tail []byte
 }
 
 // scratches are one Record's: one for each job chunk, and the round record's.
@@ -216,14 +214,6 @@ type scratches [JobChunks + 1]scratch
 func (sc *scratch) value(v any) ([]byte, error) {
 	sc.raw.Reset()
 	if err := sc.encode(v); err != nil {
-		return nil, err
-	}
-	return sc.compressed()
-}
-
-// record is encodeValue's bytes for rec, encoded in sc (its job lines by audit.go).
-func (sc *scratch) record(rec *loop.RoundRecord) ([]byte, error) {
-	if err := sc.recordJSON(rec); err != nil {
 		return nil, err
 	}
 	return sc.compressed()
@@ -337,7 +327,7 @@ func encodeRound(rec *loop.RoundRecord) ([]byte, error) { return new(scratch).ro
 
 // round is encodeRound's bytes, encoded in sc.
 func (sc *scratch) round(rec *loop.RoundRecord) ([]byte, error) {
-	b, err := sc.record(rec)
+	b, err := sc.value(rec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding round %d: %w", rec.Round, err)
 	}
@@ -351,7 +341,7 @@ func (sc *scratch) round(rec *loop.RoundRecord) ([]byte, error) {
 		lean.Jobs[i] = l
 	}
 	lean.OptionsOmitted = true
-	if b, err = sc.record(&lean); err != nil {
+	if b, err = sc.value(&lean); err != nil {
 		return nil, fmt.Errorf("encoding round %d: %w", rec.Round, err)
 	}
 	if len(b) > maxTxnBytes {
