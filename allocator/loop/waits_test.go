@@ -3,6 +3,7 @@ package loop
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,10 @@ func TestPhasesTellWaitsAndCPU(t *testing.T) {
 			}
 			for _, f := range strings.Fields(line) {
 				if v, ok := strings.CutPrefix(f, key+"="); ok {
+					// hclog quotes a value with a non-ASCII rune ("627µs").
+					if u, err := strconv.Unquote(v); err == nil {
+						v = u
+					}
 					d, err := time.ParseDuration(v)
 					if err != nil {
 						t.Fatalf("%s in %q: %v", key, line, err)

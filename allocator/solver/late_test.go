@@ -82,10 +82,17 @@ func solveLate(tb testing.TB, p *solver.Problem) solver.Result {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	checkAnswer(tb, p, res)
+	return res
+}
+
+// checkAnswer fails unless res is feasible, its objective is its choice's
+// and its bound is below it.
+func checkAnswer(tb testing.TB, p *solver.Problem, res solver.Result) {
+	tb.Helper()
 	if !p.Feasible(res.Choice) || res.Objective != p.Objective(res.Choice) || res.Bound > res.Objective {
 		tb.Fatalf("answer: feasible %v, objective %v (recomputed %v), bound %v", p.Feasible(res.Choice), res.Objective, p.Objective(res.Choice), res.Bound)
 	}
-	return res
 }
 
 // TestLateRounds checks that the late rounds the search now proves stay

@@ -28,9 +28,7 @@ func solveSia(tb testing.TB, p *solver.Problem) solver.Result {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if !p.Feasible(res.Choice) || res.Objective != p.Objective(res.Choice) || res.Bound > res.Objective {
-		tb.Fatalf("answer: feasible %v, objective %v (recomputed %v), bound %v", p.Feasible(res.Choice), res.Objective, p.Objective(res.Choice), res.Bound)
-	}
+	checkAnswer(tb, p, res)
 	return res
 }
 
