@@ -65,14 +65,7 @@ func BenchmarkSiaRounds(b *testing.B) {
 			for b.Loop() {
 				res = solveSia(b, p)
 			}
-			proven := 0.0
-			if res.Status == solver.Optimal {
-				proven = 1
-			}
-			b.ReportMetric(float64(res.Stats.Nodes), "nodes")
-			b.ReportMetric(float64(res.Stats.Work), "work")
-			b.ReportMetric(res.Gap, "gap")
-			b.ReportMetric(proven, "proven")
+			reportSearch(b, res)
 		})
 	}
 }

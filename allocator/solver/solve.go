@@ -326,10 +326,9 @@ func (s *search) solveNode(sub *Problem, idx []int, warm *warmStart, fixedCost, 
 			return nil
 		}
 	}
-	lp := solveLP(sub, warm, s.ar)
-	if lp == nil {
+	lp, cold := warmLP(sub, warm, s.ar)
+	if cold {
 		s.coldSolves++
-		lp = solveLP(sub, nil, s.ar)
 	}
 	s.augs += lp.augs
 	if lp.stalled {
@@ -443,7 +442,7 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 			newIndex = nil
 		}
 	}
-	defer func() { release() }()
+	defer release()
 	if newIndex != nil {
 		jb = int(newIndex[jb])
 	}
@@ -557,9 +556,7 @@ func (s *search) children(sub *Problem, idx []int, jb int, opts []int, carried *
 			k.sub.Capacity[o] -= sub.Size[jb]
 			k.sub.MinUsage = max(0, k.sub.MinUsage-sub.Size[jb])
 		}
-		// The child's LP keeps its warm flow as its own flow when it
-		// solves (warm.flow is then nil): one copy of N*M less per node.
-		warm := &warmStart{flow: fitWarm(k.sub, carried.flow, s.ar), pi: carried.pi, owned: true}
+		warm := s.childWarm(k.sub, carried)
 		s.assign[idx[jb]] = o // a child the DP settles offers its assignment
 		k.lp = s.solveNode(k.sub, k.idx, warm, k.fixedCost, bound)
 		s.assign[idx[jb]] = -1
@@ -597,13 +594,26 @@ func (s *search) children(sub *Problem, idx []int, jb int, opts []int, carried *
 // of: the same problem from the same warm start, as solveNode did, gives
 // the same LP, and is not counted again.
 func (s *search) resolve(sub *Problem, carried *warmStart) *lpSolution {
-	warm := &warmStart{flow: fitWarm(sub, carried.flow, s.ar), pi: carried.pi, owned: true}
-	lp := solveLP(sub, warm, s.ar)
+	warm := s.childWarm(sub, carried)
+	lp, _ := warmLP(sub, warm, s.ar)
 	s.ar.putInts(warm.flow)
-	if lp == nil {
-		lp = solveLP(sub, nil, s.ar)
-	}
 	return lp
+}
+
+// childWarm is a child's warm start: the carried flow fitted to its
+// capacities. The child's LP keeps that flow as its own when it solves
+// (warm.flow is then nil): one copy of N*M less per node.
+func (s *search) childWarm(sub *Problem, carried *warmStart) *warmStart {
+	return &warmStart{flow: fitWarm(sub, carried.flow, s.ar), pi: carried.pi, owned: true}
+}
+
+// warmLP solves sub's LP from warm, or cold when warm leads to none (cold
+// says so).
+func warmLP(sub *Problem, warm *warmStart, ar *arena) (lp *lpSolution, cold bool) {
+	if lp = solveLP(sub, warm, ar); lp != nil {
+		return lp, false
+	}
+	return solveLP(sub, nil, ar), true
 }
 
 // fitWarm copies a carried flow and takes out what no longer fits: flow on
