@@ -307,15 +307,9 @@ func solveFull(p *Problem, warm *warmStart, ar *arena) *lpSolution {
 			// the same tops as pushing one by one (entries are ordered by
 			// key, then item).
 			for b, f := range row {
-				if f == 0 {
-					continue
+				if f > 0 {
+					s.indexMoves(j, b, true)
 				}
-				for c, u := range unit {
-					if c != b && !math.IsInf(u, 1) {
-						s.heaps[b*m+c] = append(s.heaps[b*m+c], heapEntry{u - unit[b], int32(j)})
-					}
-				}
-				s.heaps[b*m+b] = append(s.heaps[b*m+b], heapEntry{-unit[b], int32(j)})
 			}
 		}
 		if a >= d {
@@ -586,14 +580,33 @@ func (s *lpSolver) add(j, b, delta int) {
 	k := j*m + b
 	s.dirty[b] = true
 	if s.sol.flow[k] == 0 {
-		for c := 0; c < m; c++ {
-			if c != b && !math.IsInf(s.unit[j*m+c], 1) {
-				s.heaps[b*m+c].push(heapEntry{s.unit[j*m+c] - s.unit[k], int32(j)})
-			}
-		}
-		s.heaps[b*m+b].push(heapEntry{-s.unit[k], int32(j)})
+		s.indexMoves(j, b, false)
 	}
 	s.sol.flow[k] += delta
+}
+
+// indexMoves enters item j, which now sits on model b, in the heaps of
+// moves out of b: to each model c it fits (key: the cost per GPU of c over
+// b's) and out of the flow (key: minus b's). bulk appends the entries for a
+// heapify of every heap after; otherwise each is pushed.
+func (s *lpSolver) indexMoves(j, b int, bulk bool) {
+	m := s.m
+	unit := s.unit[j*m : j*m+m]
+	for c, u := range unit {
+		if c == b || math.IsInf(u, 1) {
+			continue
+		}
+		if e := (heapEntry{u - unit[b], int32(j)}); bulk {
+			s.heaps[b*m+c] = append(s.heaps[b*m+c], e)
+		} else {
+			s.heaps[b*m+c].push(e)
+		}
+	}
+	if e := (heapEntry{-unit[b], int32(j)}); bulk {
+		s.heaps[b*m+b] = append(s.heaps[b*m+b], e)
+	} else {
+		s.heaps[b*m+b].push(e)
+	}
 }
 
 // duals derives optimal (q, nu) from node potentials of the final residual
