@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/cli"
+	"gonum.org/v1/gonum/stat"
 
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/sim"
@@ -333,19 +334,12 @@ func stoppedNote(why string) string {
 // meanSD is the mean and sample standard deviation of vals; NaN if any
 // value is missing, so that a mean never hides a run without the value.
 func meanSD(vals []float64) (float64, float64) {
-	sum := 0.0
 	for _, v := range vals {
 		if math.IsNaN(v) || v < 0 {
 			return math.NaN(), math.NaN()
 		}
-		sum += v
 	}
-	m := sum / float64(len(vals))
-	ss := 0.0
-	for _, v := range vals {
-		ss += (v - m) * (v - m)
-	}
-	return m, math.Sqrt(ss / float64(len(vals)-1))
+	return stat.MeanStdDev(vals, nil)
 }
 
 func show(f func(float64) string, v float64) string {
