@@ -81,21 +81,22 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 			seconds += d
 			phase[name] += d
 		}
-		w := roundWall(b, proc.LogPath, n)
+		lines := roundLog(b, proc.LogPath, n) // read once: the allocator works on beside the benchmark
+		w := roundWall(b, lines, n)
 		wall += w
-		rw, _ := loggedField(b, proc.LogPath, n, "waited=", "round done")
-		rc, _ := loggedField(b, proc.LogPath, n, "cpu=", "round done")
+		rw, _ := loggedField(b, lines, "waited=", "round done")
+		rc, _ := loggedField(b, lines, "cpu=", "round done")
 		waited, cpu = waited+rw, cpu+rc
 		split := map[string]string{}
 		for _, name := range benchPhases {
-			pw, _ := loggedField(b, proc.LogPath, n, "waited=", "phase done", "-"+name+" ")
-			pc, _ := loggedField(b, proc.LogPath, n, "cpu=", "phase done", "-"+name+" ")
+			pw, _ := loggedField(b, lines, "waited=", "phase done", "-"+name+" ")
+			pc, _ := loggedField(b, lines, "cpu=", "phase done", "-"+name+" ")
 			phaseWait[name] += pw
 			phaseCPU[name] += pc
 			split[name] = fmt.Sprintf("wait %.3f cpu %.3f", pw, pc)
 		}
 		b.Logf("round %d: waited %.2f s on Nomad and Consul, CPU %.2f s; per phase %v", n, rw, rc, split)
-		if r, ok := recordPhase(b, proc.LogPath, n); ok {
+		if r, ok := recordPhase(b, lines); ok {
 			rec.Phases["record"] = r
 			phase["record"] += r
 			seconds += r
@@ -140,52 +141,58 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 // benchPhases are the round's phases as its trace lines name them ("phase=2-build").
 var benchPhases = []string{"observe", "build", "solve", "place", "claim", "apply", "record"}
 
-// roundWall is round n's duration as the allocator logged it when the round was done: from
-// loading the ledger to the last Consul write, the phases and the record's writes included.
-func roundWall(b *testing.B, logPath string, n int) float64 {
-	b.Helper()
-	d, ok := loggedDuration(b, logPath, n, "round done")
-	if !ok {
-		b.Fatalf("no \"round done\" line for round %d in %s", n, logPath)
-	}
-	return d
-}
-
-// recordPhase is round n's record phase (advancing the ledger, encoding and writing the record
-// and job chunks) as the allocator logged it at trace level; ok is false without such a line.
-func recordPhase(b *testing.B, logPath string, n int) (seconds float64, ok bool) {
-	b.Helper()
-	return loggedDuration(b, logPath, n, "phase done", "phase=5-record")
-}
-
-// loggedDuration is the duration= of the allocator's first log line for round n that holds
-// every one of marks, in seconds; ok is false without such a line.
-func loggedDuration(b *testing.B, logPath string, n int, marks ...string) (seconds float64, ok bool) {
-	b.Helper()
-	return loggedField(b, logPath, n, "duration=", marks...)
-}
-
-// loggedField is the duration logged as key (with its "=") on the allocator's first log line
-// for round n that holds every one of marks, in seconds; ok is false without such a line.
-func loggedField(b *testing.B, logPath string, n int, key string, marks ...string) (seconds float64, ok bool) {
+// roundLog is the allocator's log lines of round n.
+func roundLog(b *testing.B, logPath string, n int) []string {
 	b.Helper()
 	raw, err := os.ReadFile(logPath)
 	if err != nil {
 		b.Fatalf("reading the allocator's log: %v", err)
 	}
-	marks = append(marks, fmt.Sprintf(" round=%d ", n))
-lines:
+	tag := fmt.Sprintf(" round=%d ", n)
+	var out []string
 	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.Contains(line, tag) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// roundWall is round n's duration as the allocator logged it when the round was done: from
+// loading the ledger to the last Consul write, the phases and the record's writes included.
+func roundWall(b *testing.B, lines []string, n int) float64 {
+	b.Helper()
+	d, ok := loggedField(b, lines, "duration=", "round done")
+	if !ok {
+		b.Fatalf("no \"round done\" line for round %d in the allocator's log", n)
+	}
+	return d
+}
+
+// recordPhase is the round's record phase (advancing the ledger, encoding and writing the
+// record and job chunks) as the allocator logged it at trace level; ok is false without such a
+// line.
+func recordPhase(b *testing.B, lines []string) (seconds float64, ok bool) {
+	b.Helper()
+	return loggedField(b, lines, "duration=", "phase done", "phase=5-record")
+}
+
+// loggedField is the duration logged as key (with its "=") on the first of a round's log lines
+// that holds every one of marks, in seconds; ok is false without such a line.
+func loggedField(b *testing.B, lines []string, key string, marks ...string) (seconds float64, ok bool) {
+	b.Helper()
+next:
+	for _, line := range lines {
 		for _, m := range marks {
 			if !strings.Contains(line, m) {
-				continue lines
+				continue next
 			}
 		}
 		for _, f := range strings.Fields(line) {
 			if v, ok := strings.CutPrefix(f, key); ok {
 				d, err := time.ParseDuration(strings.Trim(v, `"`)) // quoted when not ASCII: "789µs"
 				if err != nil {
-					b.Fatalf("round %d's duration %q in %q: %v", n, v, line, err)
+					b.Fatalf("duration %q in %q: %v", v, line, err)
 				}
 				return d.Seconds(), true
 			}
