@@ -54,13 +54,16 @@ func writeRoundsCSV(w io.Writer, rounds []sim.RoundStats) error {
 type jsonSummary struct {
 	Rate float64 `json:"rate_jobs_per_hour,omitempty"`
 	Seed uint64  `json:"seed"`
+	// RestartSeconds is the run's -restart-seconds; nil in summaries
+	// written before it was recorded.
+	RestartSeconds *float64 `json:"restart_seconds,omitempty"`
 	metrics.Summary
 }
 
 // writeSummaryJSON writes one run's summary. JSON has no NaN, so a value
 // that does not exist (no finished job, no reference run) is written as -1.
-func writeSummaryJSON(w io.Writer, rate float64, seed uint64, s metrics.Summary) error {
-	b, err := json.MarshalIndent(jsonSummary{rate, seed, cleanNaN(s)}, "", "  ")
+func writeSummaryJSON(w io.Writer, rate float64, seed uint64, restartSeconds float64, s metrics.Summary) error {
+	b, err := json.MarshalIndent(jsonSummary{rate, seed, &restartSeconds, cleanNaN(s)}, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -310,7 +310,7 @@ func printResults(o *simulateOptions, rows []tableRow, stdout io.Writer) error {
 	}
 	for _, row := range rows {
 		for k, s := range row.Runs {
-			if err := writeSummaryJSON(stdout, row.Rate, row.Seeds[k], s); err != nil {
+			if err := writeSummaryJSON(stdout, row.Rate, row.Seeds[k], o.restartSeconds, s); err != nil {
 				return err
 			}
 		}
@@ -354,7 +354,7 @@ func writeRun(o *simulateOptions, k runKey, ro *runOut) error {
 		return err
 	}
 	return writeFile(filepath.Join(o.out, k.file("summary", ".json")), func(w io.Writer) error {
-		return writeSummaryJSON(w, k.rate, k.seed, ro.sum)
+		return writeSummaryJSON(w, k.rate, k.seed, o.restartSeconds, ro.sum)
 	})
 }
 

@@ -37,14 +37,14 @@ func (c *TabulateCommand) Help() string {
 	return helpText("tabulate DIR...", `
 Reads every summary-<policy>-r<rate>-s<seed>.json that fftctl simulate
 wrote to each DIR (its -out), with the rounds-*.csv beside it, and prints a
-Markdown table: one row per run (policy, seed, wall time, rounds, measured
-jobs finished, mean and p50 JCT, mean and max FTF, the share of jobs with
-FTF > 1, preemptions and switches per finished job, solve p50/p99/max,
-rounds not proven optimal with their largest gap, and the slowest round
-with its jobs), then, for each policy and rate with several runs, their
-mean ± sample standard deviation (for the gap, the largest; give one
-setting's folders at a time: a summary does not record its restart cost,
-and a seed that comes twice gets no mean). Rounds not
+Markdown table: one row per run (policy, seed, restart cost, wall time,
+rounds, measured jobs finished, mean and p50 JCT, mean and max FTF, the
+share of jobs with FTF > 1, preemptions and switches per finished job,
+solve p50/p99/max, rounds not proven optimal with their largest gap, and
+the slowest round with its jobs), then, for each policy, rate and restart
+cost with several runs, their mean ± sample standard deviation (for the
+gap, the largest; a seed that comes twice in one group gets no mean, as do
+summaries written before they recorded their restart cost). Rounds not
 proven are counted over the rounds file; without one, the policy's own
 counts are shown, which also count the placement stage's re-decides. A run
 stopped early (Ctrl-C, -max-rounds) says so.
@@ -253,7 +253,7 @@ func unproven(rounds []sim.RoundStats) (int, float64) {
 // and rate with several runs (the largest of the max gaps). A negative value is one the summary could
 // not compute (writeSummaryJSON writes NaN as -1) and prints as "-".
 func writeRunsMarkdown(w io.Writer, runs []savedRun) {
-	head := []string{"policy", "seed"}
+	head := []string{"policy", "seed", "restart"}
 	for _, c := range runColumns {
 		head = append(head, c.head)
 	}
@@ -262,18 +262,23 @@ func writeRunsMarkdown(w io.Writer, runs []savedRun) {
 	line(head)
 	line(strings.Split(strings.Repeat("---,", len(head)-1)+"---", ","))
 	type key struct {
-		policy string
-		rate   float64
+		policy  string
+		rate    float64
+		restart float64 // -1: not recorded
 	}
 	var order []key
 	groups := map[key][]*savedRun{}
 	for k := range runs {
 		r := &runs[k]
-		cells := []string{r.Policy, strconv.FormatUint(r.Seed, 10)}
+		restart := -1.0
+		if r.RestartSeconds != nil {
+			restart = *r.RestartSeconds
+		}
+		cells := []string{r.Policy, strconv.FormatUint(r.Seed, 10), show(func(v float64) string { return fixed(0)(v) + " s" }, restart)}
 		for _, c := range runColumns {
 			cells = append(cells, show(c.show, c.value(r)))
 		}
-		cells[2] += stoppedNote(r.Stopped)
+		cells[3] += stoppedNote(r.Stopped)
 		slow := "-"
 		if r.HaveRounds {
 			slow = fmt.Sprintf("%d (%s): %s", r.Slowest.Round, count(float64(r.Slowest.Active)), seconds(r.Slowest.Solve.Seconds()))
@@ -284,7 +289,7 @@ func writeRunsMarkdown(w io.Writer, runs []savedRun) {
 			}
 		}
 		line(append(cells, slow))
-		g := key{r.Policy, r.Rate}
+		g := key{r.Policy, r.Rate, restart}
 		if groups[g] == nil {
 			order = append(order, g)
 		}
@@ -296,12 +301,12 @@ func writeRunsMarkdown(w io.Writer, runs []savedRun) {
 		for k, r := range rs {
 			seeds[k] = strconv.FormatUint(r.Seed, 10)
 		}
-		// A seed twice is two settings (a summary does not record its
-		// restart cost, say): their mean would mean nothing.
+		// A seed twice is two settings (from summaries that did not record
+		// their restart cost, say): their mean would mean nothing.
 		if len(rs) < 2 || len(slices.Compact(slices.Sorted(slices.Values(seeds)))) < len(rs) {
 			continue
 		}
-		cells := []string{g.policy + ", mean ± sd", strings.Join(seeds, ",")}
+		cells := []string{g.policy + ", mean ± sd", strings.Join(seeds, ","), show(func(v float64) string { return fixed(0)(v) + " s" }, g.restart)}
 		for _, c := range runColumns {
 			vals := make([]float64, len(rs))
 			for k, r := range rs {

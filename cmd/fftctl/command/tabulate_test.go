@@ -2,6 +2,7 @@ package command
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -53,7 +54,7 @@ func TestRoundsCSVRoundTrip(t *testing.T) {
 // sd row per policy with several, "-" where a policy has no value.
 func TestTabulateRuns(t *testing.T) {
 	dir := t.TempDir()
-	run := func(policy string, seed uint64, wall time.Duration, jctH, ftf float64, notProven float64, stopped string, rounds []sim.RoundStats) {
+	run := func(policy string, seed uint64, restart float64, wall time.Duration, jctH, ftf float64, notProven float64, stopped string, rounds []sim.RoundStats) {
 		t.Helper()
 		s := metrics.Summary{Policy: policy, Measured: 4000, Finished: 4000, Rounds: 4000 + int(seed), Wall: wall, Stopped: stopped,
 			JCT: metrics.Stat{Mean: jctH * 3600, P50: jctH * 1800}, FTF: metrics.FairnessStat{Mean: ftf, Max: 2 * ftf, Unfair: ftf / 10},
@@ -63,10 +64,10 @@ func TestTabulateRuns(t *testing.T) {
 			s.PolicyStats = map[string]float64{"rounds_not_optimal": notProven, "max_gap": 1e-3}
 		}
 		name := func(prefix, ext string) string {
-			return filepath.Join(dir, prefix+"-"+policy+"-r20-s"+string(rune('0'+seed))+ext)
+			return filepath.Join(dir, fmt.Sprintf("%s-%s-r20-s%d-%g%s", prefix, policy, seed, restart, ext))
 		}
 		var b bytes.Buffer
-		if err := writeSummaryJSON(&b, 20, seed, s); err != nil {
+		if err := writeSummaryJSON(&b, 20, seed, restart, s); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(name("summary", ".json"), b.Bytes(), 0o644); err != nil {
@@ -88,10 +89,13 @@ func TestTabulateRuns(t *testing.T) {
 		{Round: 1947, Active: 562, Solve: 1720 * time.Millisecond, Status: "feasible", Gap: 2e-4},
 		{Round: 1948, Active: 561, Solve: 1720 * time.Millisecond, Status: "optimal"},
 	}
-	run("fft-rate-w0.25", 1, 9*time.Minute+29*time.Second, 30, 0.4, 400, "", rounds)
-	run("fft-rate-w0.25", 2, 10*time.Minute+31*time.Second, 32, 0.5, 500, "", rounds)
-	run("gavel-ftf", 1, 168*time.Second, 50.6, 0.9, -1, "", []sim.RoundStats{{Round: 7, Active: 4006, Solve: 300 * time.Millisecond}})
-	run("fft", 0, 30*time.Minute, 45.8, 1, 986, "context canceled", nil)
+	run("fft-rate-w0.25", 1, 60, 9*time.Minute+29*time.Second, 30, 0.4, 400, "", rounds)
+	run("fft-rate-w0.25", 2, 60, 10*time.Minute+31*time.Second, 32, 0.5, 500, "", rounds)
+	run("gavel-ftf", 1, 60, 168*time.Second, 50.6, 0.9, -1, "", []sim.RoundStats{{Round: 7, Active: 4006, Solve: 300 * time.Millisecond}})
+	run("fft", 0, 60, 30*time.Minute, 45.8, 1, 986, "context canceled", nil)
+	// The same policy and seed at another restart cost: its own row, kept
+	// out of the 60 s runs' mean.
+	run("fft-rate-w0.25", 1, 0, 52*time.Minute, 29.4, 0.4, 2019, "", rounds)
 
 	var b bytes.Buffer
 	ui := cli.NewMockUi()
@@ -101,7 +105,7 @@ func TestTabulateRuns(t *testing.T) {
 	rows := map[string][]string{}
 	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 		cells := strings.Split(strings.TrimSuffix(strings.TrimPrefix(l, "| "), " |"), " | ")
-		rows[cells[0]+" "+cells[1]] = cells[2:]
+		rows[cells[0]+" "+cells[1]+" "+cells[2]] = cells[3:]
 	}
 	for _, tc := range []struct {
 		row  string
@@ -111,14 +115,15 @@ func TestTabulateRuns(t *testing.T) {
 		// unfair, preemptions and switches per job, solve p50/p99/max, not
 		// proven and max gap over the rounds file (the summary's 400 and
 		// 1e-3 are the policy's), slowest round (the first of equals).
-		{"fft-rate-w0.25 1", []string{"9 min 29 s", "4,001", "4,000", "30.0", "15.0", "0.400", "0.80", "4.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "1", "2.0e-04", "1947 (562): 1.72 s, feasible"}},
-		{"fft-rate-w0.25 2", []string{"10 min 31 s", "4,002", "4,000", "32.0", "16.0", "0.500", "1.00", "5.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "1", "2.0e-04", "1947 (562): 1.72 s, feasible"}},
+		{"fft-rate-w0.25 1 60 s", []string{"9 min 29 s", "4,001", "4,000", "30.0", "15.0", "0.400", "0.80", "4.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "1", "2.0e-04", "1947 (562): 1.72 s, feasible"}},
+		{"fft-rate-w0.25 2 60 s", []string{"10 min 31 s", "4,002", "4,000", "32.0", "16.0", "0.500", "1.00", "5.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "1", "2.0e-04", "1947 (562): 1.72 s, feasible"}},
+		{"fft-rate-w0.25 1 0 s", []string{"52 min 0 s", "4,001", "4,000", "29.4", "14.7", "0.400", "0.80", "4.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "1", "2.0e-04", "1947 (562): 1.72 s, feasible"}},
 		// No search: nothing to prove, and no status shown.
-		{"gavel-ftf 1", []string{"2 min 48 s", "4,001", "4,000", "50.6", "25.3", "0.900", "1.80", "9.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "-", "-", "7 (4,006): 300.0 ms"}},
+		{"gavel-ftf 1 60 s", []string{"2 min 48 s", "4,001", "4,000", "50.6", "25.3", "0.900", "1.80", "9.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "-", "-", "7 (4,006): 300.0 ms"}},
 		// Stopped by Ctrl-C, and no rounds file: the policy's counts.
-		{"fft 0", []string{"30 min 0 s (stopped by hand)", "4,000", "4,000", "45.8", "22.9", "1.000", "2.00", "10.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "986", "1.0e-03", "-"}},
+		{"fft 0 60 s", []string{"30 min 0 s (stopped by hand)", "4,000", "4,000", "45.8", "22.9", "1.000", "2.00", "10.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "986", "1.0e-03", "-"}},
 		// Two seeds: mean ± sample sd (sd of 569 s and 631 s is 43.8 s).
-		{"fft-rate-w0.25, mean ± sd 1,2", []string{"10 min 0 s ± 44 s", "4,002 ± 1", "4,000 ± 0", "31.0 ± 1.4", "15.5 ± 0.7", "0.450 ± 0.071", "0.90 ± 0.14", "4.5% ± 0.7%", "2.00 ± 0.00", "0.50 ± 0.00",
+		{"fft-rate-w0.25, mean ± sd 1,2 60 s", []string{"10 min 0 s ± 44 s", "4,002 ± 1", "4,000 ± 0", "31.0 ± 1.4", "15.5 ± 0.7", "0.450 ± 0.071", "0.90 ± 0.14", "4.5% ± 0.7%", "2.00 ± 0.00", "0.50 ± 0.00",
 			"10.0 ms ± 0.0 ms", "980.0 ms ± 0.0 ms", "1.72 s ± 0.0 ms", "1 ± 0", "≤ 2.0e-04", ""}},
 	} {
 		if d := cmp.Diff(tc.want, rows[tc.row]); d != "" {
@@ -130,20 +135,20 @@ func TestTabulateRuns(t *testing.T) {
 	if err := os.MkdirAll(other, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b2, err := os.ReadFile(filepath.Join(dir, "summary-gavel-ftf-r20-s1.json"))
+	b2, err := os.ReadFile(filepath.Join(dir, "summary-gavel-ftf-r20-s1-60.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(other, "summary-gavel-ftf-r20-s1.json"), b2, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(other, "summary-gavel-ftf-r20-s1-60.json"), b2, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var b3 bytes.Buffer
 	if code := (&TabulateCommand{Meta: Meta{Ui: ui, Stdout: &b3}}).Run([]string{dir, other}); code != 0 || strings.Contains(b3.String(), "gavel-ftf, mean") ||
-		strings.Count(b3.String(), "| gavel-ftf | 1 |") != 2 {
+		strings.Count(b3.String(), "| gavel-ftf | 1 | 60 s |") != 2 {
 		t.Errorf("seed 1 of gavel-ftf in two folders: exit %d, want its two rows and no mean:\n%s", code, b3.String())
 	}
-	if len(rows) != 2+5 {
-		t.Errorf("%d lines, want a header, a rule, 4 runs and 1 mean:\n%s", len(rows), b.String())
+	if len(rows) != 2+6 {
+		t.Errorf("%d lines, want a header, a rule, 5 runs and 1 mean:\n%s", len(rows), b.String())
 	}
 	for _, args := range [][]string{nil, {t.TempDir()}} {
 		ui := cli.NewMockUi()
