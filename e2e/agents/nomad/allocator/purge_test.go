@@ -12,36 +12,45 @@ import (
 )
 
 // A job purged while it runs (`nomad job stop -purge`) leaves the rounds, and the job that
-// waited for its GPUs gets them, while the rounds take the job list from Nomad's event stream:
-// Nomad 1.6.1 sends no event when it deletes a job, so the allocator tells the purge by its
-// job-deregister evaluation. The round that first leaves the job out took its list from the
-// stream, not from a full list.
+// waited for its GPUs gets them, on the host it freed, while the rounds take the job list
+// from Nomad's event stream: Nomad 1.6.1 sends no event when it deletes a job, so the
+// allocator tells the purge by its job-deregister evaluation. The round that first leaves
+// the job out took its list from the stream, not from a full list. Two hosts of 2 A100s:
+// first and other hold one each, second waits.
 func TestPurgedJobLeavesAndFreesItsGPUs(t *testing.T) {
-	st := startStack(t, []testenv.FakeGPUClient{{Name: "a100", Model: modelA100, Count: 2}})
+	st := startStack(t, []testenv.FakeGPUClient{
+		{Name: "a100-a", Model: modelA100, Count: 2},
+		{Name: "a100-b", Model: modelA100, Count: 2},
+	})
 	c, cs := st.Cluster, st.consul
 	proc := st.allocator(t, "fft-allocator", "-round", "2s", "-http-addr", "", "-log-level", "debug")
 	jobspec := trainJobspec(t)
+	meta := func(work string) string {
+		return `work = "` + work + `"
+seconds = 3600
+gpu_count = 2
+throughput = "NVIDIA A100-SXM4-40GB=4"`
+	}
 
-	// first takes both A100s; second, four times the work, waits for them (as in
+	// first and other take a host each; second, four times the work, waits for one (as in
 	// TestPlainJobHeldUntilSelected).
-	register(t, c.API, parseJob(t, c.API, jobspec, "first", `work = "100"
-seconds = 3600
-gpu_count = 2
-throughput = "NVIDIA A100-SXM4-40GB=4"`))
-	waitAlloc(t, c.API, proc, "first", "running", "")
-	register(t, c.API, parseJob(t, c.API, jobspec, "second", `work = "400"
-seconds = 3600
-gpu_count = 2
-throughput = "NVIDIA A100-SXM4-40GB=4"`))
-	// A few rounds with both, so that the stream has been open since a full list.
+	register(t, c.API, parseJob(t, c.API, jobspec, "first", meta("100")))
+	register(t, c.API, parseJob(t, c.API, jobspec, "other", meta("100")))
+	firstAlloc := waitAlloc(t, c.API, proc, "first", "running", "")
+	otherAlloc := waitAlloc(t, c.API, proc, "other", "running", "")
+	if firstAlloc.NodeID == otherAlloc.NodeID {
+		t.Fatalf("first and other, 2 GPUs each, share node %s of 2 GPUs", firstAlloc.NodeID)
+	}
+	register(t, c.API, parseJob(t, c.API, jobspec, "second", meta("400")))
+	// A few rounds with all three, so that the stream has been open since a full list.
 	var before int
-	testenv.Eventually(t, 60*time.Second, 500*time.Millisecond, "rounds with both jobs, first running, the list from the stream", func() error {
+	testenv.Eventually(t, 60*time.Second, 500*time.Millisecond, "rounds with the three jobs, first and other running, the list from the stream", func() error {
 		recs := readRounds(t, cs)
 		if len(recs) == 0 {
 			return fmt.Errorf("no round yet")
 		}
 		last := recs[len(recs)-1]
-		if !hasJob(last, "default/second") || !runs(last, "default/first") {
+		if !hasJob(last, "default/second") || !runs(last, "default/first") || !runs(last, "default/other") {
 			return fmt.Errorf("round %d: %+v", last.Round, last.Jobs)
 		}
 		raw, _ := os.ReadFile(proc.LogPath)
@@ -55,7 +64,9 @@ throughput = "NVIDIA A100-SXM4-40GB=4"`))
 	if _, _, err := c.API.Jobs().Deregister("first", true, nil); err != nil {
 		t.Fatalf("purging first: %v", err)
 	}
-	waitAlloc(t, c.API, proc, "second", "running", "")
+	if a := waitAlloc(t, c.API, proc, "second", "running", ""); a.NodeID != firstAlloc.NodeID {
+		t.Errorf("second runs on node %s, want %s, the host the purged job freed (other still holds %s)", a.NodeID, firstAlloc.NodeID, otherAlloc.NodeID)
+	}
 
 	// The first round without first, after the purge, took its list from the stream.
 	var gone int
