@@ -31,6 +31,11 @@ type Options struct {
 	// with the Lagrangian ascent and fixing, from the root: tests check it
 	// on instances small enough for brute force.
 	twoPhase bool
+	// strongAlways makes every node outside the core heuristic branch by
+	// strong branching, even where the Lagrangian bound cuts its children
+	// and the search would not: tests check it against brute force and
+	// the DP.
+	strongAlways bool
 }
 
 // DefaultNodeLimit stops a search that has not closed its gap; the answer
@@ -237,8 +242,8 @@ type search struct {
 	// ar recycles per-node buffers; it is pooled across searches, so
 	// nothing a search returns may come from it.
 	ar *arena
-	// noDP: see Options.
-	noDP bool
+	// noDP, strongAlways: see Options.
+	noDP, strongAlways bool
 	// coreTried: the core heuristic runs once, at the first large node;
 	// after it the incumbent is rarely improved by running it again.
 	coreTried bool
@@ -260,7 +265,7 @@ type search struct {
 // to ar when the search is done.
 func newSearch(ctx context.Context, p *Problem, opt Options, target float64, ar *arena) *search {
 	s := &search{
-		ctx: ctx, p: p, limit: opt.NodeLimit, workLimit: opt.WorkLimit, target: target, noDP: opt.noDP,
+		ctx: ctx, p: p, limit: opt.NodeLimit, workLimit: opt.WorkLimit, target: target, noDP: opt.noDP, strongAlways: opt.strongAlways,
 		assign:  ar.zeroInts(p.N()),
 		bestVal: math.Inf(1), minOpen: math.Inf(1),
 		ar: ar,
@@ -424,7 +429,6 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 		s.minOpen = math.Min(s.minOpen, cut)
 		return
 	}
-	jb, opts := s.branchOn(sub, lp)
 	parentSub, parentLP := sub, lp
 	// Fixing keeps the LP optimal for what is left (fixed items sit at
 	// their LP values, and the duals stay feasible), so the node needs no
@@ -443,9 +447,6 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 		}
 	}
 	defer release()
-	if newIndex != nil {
-		jb = int(newIndex[jb])
-	}
 	sub, idx = next, nextIdx
 	if slices.ContainsFunc(sub.Capacity, func(y int) bool { return y < 0 }) {
 		return // float ties forced items past a capacity: nothing here beats the incumbent
@@ -453,9 +454,13 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 	if s.core == 0 {
 		s.core = sub.N()
 	}
-	carried := s.carry(parentSub, parentLP, sub, newIndex, jb)
-	warm := &warmStart{flow: carried, pi: parentLP.pi}
-	kids, shared := s.children(sub, idx, jb, opts, warm, fixedCost, bound)
+	// Where the node's LP bound is what cuts its children (no Lagrangian
+	// cut at this size), strong branching chooses the item to branch on;
+	// the nested search of the core heuristic only looks for an
+	// incumbent and keeps the plain rule.
+	strong := !s.nested && (s.strongAlways || !(s.lagU != nil && (s.lagCut || lagrangeSize(sub))))
+	jb, kids, shared, warm := s.branch(parentSub, parentLP, sub, idx, newIndex, fixedCost, bound, strong)
+	carried := warm.flow
 	branched := idx[jb]
 	s.ar.release(lp)
 	lp = nil
@@ -1113,28 +1118,127 @@ func (s *search) fix(sub *Problem, idx []int, lp *lpSolution, gap, fixedCost flo
 	return out, outIdx, newIndex, fixedCost, undo
 }
 
-// branchOn picks the largest fractional item (ties: lowest index) and its
-// options, the LP's favourite first, then by reduced cost.
-func (s *search) branchOn(sub *Problem, lp *lpSolution) (int, []int) {
-	m := sub.M()
-	jb := -1
-	for j := 0; j < sub.N(); j++ {
-		if lp.assigned[j] != 0 && lpModel(lp, j, m, sub.Size[j]) < 0 {
-			if jb < 0 || sub.Size[j] > sub.Size[jb] {
-				jb = j
-			}
-		}
-	}
-	if jb < 0 {
+// strongCandidates caps how many fractional items strong branching tries
+// at a node (the largest first): the LP has at most M+1 of them, and each
+// costs the LPs of its children.
+const strongCandidates = 8
+
+// branch chooses the item to branch on among the fractional items of the
+// node's LP (parentSub's items, before fixing; newIndex maps them to sub's,
+// nil when fixing changed nothing) and solves its children (children). The
+// plain rule takes the largest (ties: lowest index). With strong, up to
+// strongCandidates of them, largest first, have their children solved, and
+// the item whose children leave the least search (strongScore) wins, the
+// first of equals: on the late rounds of the large setting the LP splits a
+// few gangs, branching on the largest mostly moves the split to another,
+// and the item whose children raise the bound most shrinks the tree (the
+// LPs of the losers are counted as work like every node's). It returns the
+// item (in sub's numbering), the children, what they share, and the warm
+// start they came from (its flow goes back to the arena after them).
+func (s *search) branch(parentSub *Problem, parentLP *lpSolution, sub *Problem, idx []int, newIndex []int32, fixedCost, bound float64, strong bool) (int, []child, siblings, *warmStart) {
+	cands := fractionalItems(parentSub, parentLP, newIndex)
+	if len(cands) == 0 {
 		panic("solver: branching on an integral LP")
 	}
+	if !strong {
+		cands = cands[:1]
+	}
+	cands = cands[:min(len(cands), strongCandidates)]
+	jb, best := -1, math.Inf(1)
+	var kids []child
+	var shared siblings
+	var warm *warmStart
+	for _, c := range cands {
+		nc := c
+		if newIndex != nil {
+			nc = int(newIndex[c])
+		}
+		w := &warmStart{flow: s.carry(parentSub, parentLP, sub, newIndex, nc), pi: parentLP.pi}
+		k, sh := s.children(sub, idx, nc, branchOptions(parentSub, parentLP, c), w, fixedCost, bound)
+		score := 0.0
+		if len(cands) > 1 {
+			score = s.strongScore(k, bound)
+		}
+		if jb < 0 || score < best {
+			if jb >= 0 {
+				s.dropChildren(kids, shared, warm)
+			}
+			jb, best, kids, shared, warm = nc, score, k, sh, w
+		} else {
+			s.dropChildren(k, sh, w)
+		}
+		if s.stopped || s.done() || math.IsInf(best, -1) {
+			break // nothing left to compare, or the node is settled
+		}
+	}
+	return jb, kids, shared, warm
+}
+
+// fractionalItems lists the items the LP splits or runs in part that
+// fixing left free (parentSub's numbering), largest first, then by index.
+func fractionalItems(parentSub *Problem, parentLP *lpSolution, newIndex []int32) []int {
+	m := parentSub.M()
+	var out []int
+	for j := 0; j < parentSub.N(); j++ {
+		if parentLP.assigned[j] != 0 && lpModel(parentLP, j, m, parentSub.Size[j]) < 0 && (newIndex == nil || newIndex[j] >= 0) {
+			out = append(out, j)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b int) int { return cmp.Compare(parentSub.Size[b], parentSub.Size[a]) })
+	return out
+}
+
+// branchOptions lists item jb's options, "left out" (-1) included, the
+// LP's favourite first, then by reduced cost.
+func branchOptions(sub *Problem, lp *lpSolution, jb int) []int {
 	opts := modelOptions([]option{{j: jb, i: -1, flow: sub.Size[jb] - lp.assigned[jb]}}, sub, lp, jb)
 	slices.SortFunc(opts, lpPreference)
 	out := make([]int, len(opts))
 	for k, o := range opts {
 		out[k] = o.i
 	}
-	return jb, out
+	return out
+}
+
+// strongScore estimates the search that children kids leave below a node
+// of bound bound (lower is better; -Inf: none is left). Once an incumbent
+// exists, a child whose bound rises by g of the node's gap G leaves about
+// (1 - g/G)^2 of the node's tree (none when cut); before, the least rise
+// decides.
+func (s *search) strongScore(kids []child, bound float64) float64 {
+	limit := s.bestVal - s.tol
+	gap := limit - bound
+	score, least, open := 0.0, math.Inf(1), false
+	for _, k := range kids {
+		if k.bound >= limit {
+			continue
+		}
+		open = true
+		g := math.Max(0, k.bound-bound)
+		least = math.Min(least, g)
+		if r := math.Max(0, 1-g/gap); gap > 0 {
+			score += r * r
+		}
+	}
+	switch {
+	case !open:
+		return math.Inf(-1)
+	case math.IsInf(gap, 1) || gap <= 0:
+		return -least
+	}
+	return score
+}
+
+// dropChildren gives back what children made for an item strong
+// branching did not choose.
+func (s *search) dropChildren(kids []child, shared siblings, warm *warmStart) {
+	for _, k := range kids {
+		s.ar.release(k.lp)
+		s.ar.putInts(k.sub.Capacity)
+	}
+	s.ar.putInts(warm.flow)
+	s.ar.putFloats(shared.Cost)
+	s.ar.putInts(shared.Size, shared.Capacity, shared.idx)
 }
 
 // objective sums the chosen costs in item order (a fixed order, so equal

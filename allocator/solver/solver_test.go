@@ -180,8 +180,8 @@ func TestSolveMatchesBruteForce(t *testing.T) {
 		// Both exact methods: the DP small clusters get, and branch and
 		// bound, which larger ones get, also as the second phase of a
 		// two-phase search (Lagrangian ascent, fixing and node cuts from
-		// the root).
-		for _, o := range []Options{{}, {noDP: true}, {noDP: true, twoPhase: true}} {
+		// the root), and with strong branching at every node.
+		for _, o := range []Options{{}, {noDP: true}, {noDP: true, twoPhase: true}, {noDP: true, strongAlways: true}, {noDP: true, twoPhase: true, strongAlways: true}} {
 			noDP := o
 			o.Start = pack.Choice
 			res, err := Solve(ctx, p, o)
@@ -210,7 +210,7 @@ func TestSolveWithoutStart(t *testing.T) {
 		k, _, _ := bruteForce(p, true)
 		p.MinUsage = r.IntN(k + 2)
 		_, want, ok := bruteForce(p, false)
-		res, err := Solve(context.Background(), p, Options{noDP: it%2 == 0})
+		res, err := Solve(context.Background(), p, Options{noDP: it%2 == 0, strongAlways: it%4 == 0})
 		if !ok {
 			if err != ErrInfeasible {
 				t.Fatalf("instance %d: MinUsage %d > K %d: got %v, want ErrInfeasible", it, p.MinUsage, k, err)
@@ -261,16 +261,22 @@ func TestBranchAndBoundMatchesDP(t *testing.T) {
 		if !p.Feasible(res.Choice) || got < want-tol || res.Bound > want+tol || res.Status == Optimal && got > want+tol {
 			t.Fatalf("instance %d: objective %v bound %v (feasible %v, %v), DP %v\n%s", it, got, res.Bound, p.Feasible(res.Choice), res.Status, want, dump(p))
 		}
-		// The two-phase search (branchAndBound) from the root claims
-		// nothing the DP refutes either.
-		two := opt
-		two.twoPhase = true
-		res2, err := Solve(ctx, p, two)
-		if err != nil {
-			t.Fatalf("instance %d: two-phase Solve: %v\n%s", it, err, dump(p))
-		}
-		if got2 := p.Objective(res2.Choice); !p.Feasible(res2.Choice) || got2 < want-tol || res2.Bound > want+tol || res2.Status == Optimal && got2 > want+tol {
-			t.Fatalf("instance %d: two-phase objective %v bound %v (feasible %v, %v), DP %v\n%s", it, got2, res2.Bound, p.Feasible(res2.Choice), res2.Status, want, dump(p))
+		// The two-phase search (branchAndBound) from the root, and strong
+		// branching at every node (alone and in the two-phase search),
+		// claim nothing the DP refutes either.
+		for _, v := range []struct {
+			name             string
+			twoPhase, strong bool
+		}{{"two-phase", true, false}, {"strong-branching", false, true}, {"two-phase strong-branching", true, true}} {
+			o := opt
+			o.twoPhase, o.strongAlways = v.twoPhase, v.strong
+			res2, err := Solve(ctx, p, o)
+			if err != nil {
+				t.Fatalf("instance %d: %s Solve: %v\n%s", it, v.name, err, dump(p))
+			}
+			if got2 := p.Objective(res2.Choice); !p.Feasible(res2.Choice) || got2 < want-tol || res2.Bound > want+tol || res2.Status == Optimal && got2 > want+tol {
+				t.Fatalf("instance %d: %s objective %v bound %v (feasible %v, %v), DP %v\n%s", it, v.name, got2, res2.Bound, p.Feasible(res2.Choice), res2.Status, want, dump(p))
+			}
 		}
 		if !pack.Proven || res.Status != Optimal {
 			unproven++
