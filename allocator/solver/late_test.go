@@ -14,8 +14,8 @@ import (
 )
 
 // lateRounds are rounds of HEADLINE.md's large setting in hosts of 8
-// (fft-rate-w0.25, restarts at 60 s, seed 0), written out by the simulator
-// late in the run, when 400-560 jobs, mostly 4- and 8-GPU gangs, must fill
+// (fft-rate-w0.25, restarts at 60 s, seed 0, unless said), written out by the simulator
+// late in the run, when 400-790 jobs, mostly 4- and 8-GPU gangs, must fill
 // every one of its 1,000 GPUs (MinUsage = K(t) = 1,000): the rounds that
 // made a full run slow down as jobs left (issue 21). Costs are JSON with
 // null for +Inf.
@@ -35,6 +35,13 @@ var lateRounds = []struct {
 	// units (it stopped at the limit without).
 	{"large-late-fft-r02563.json.gz", true},
 	{"large-late-fft-r02607.json.gz", true},
+	// The default at 0 s restarts (rounds 1,050 and 1,200, 789 and 712
+	// jobs, written out from a run of the large setting in session 9),
+	// whose late rounds are the hardest:
+	// strong branching proves r01050 at about 24M units (it stopped at the
+	// limit without); r01200 is not proven even at 380M.
+	{"large-late-0s-r01050.json.gz", true},
+	{"large-late-0s-r01200.json.gz", false},
 }
 
 func readLateRound(tb testing.TB, file string) *solver.Problem {
