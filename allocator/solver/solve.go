@@ -372,7 +372,7 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 	// higher: it cuts the node, but reduced-cost fixing below needs the
 	// LP's own bound.
 	cut := bound
-	if s.lagU != nil && (s.lagCut || lagrangeSize(sub)) {
+	if s.lagrangeCuts(sub) {
 		lag := s.lagrangeNode(sub, idx, fixedCost)
 		if cut = math.Max(bound, fixedCost+lag); cut >= s.bestVal-s.tol {
 			s.minOpen = math.Min(s.minOpen, cut)
@@ -458,9 +458,8 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 	// cut at this size), strong branching chooses the item to branch on;
 	// the nested search of the core heuristic only looks for an
 	// incumbent and keeps the plain rule.
-	strong := !s.nested && (s.strongAlways || !(s.lagU != nil && (s.lagCut || lagrangeSize(sub))))
+	strong := !s.nested && (s.strongAlways || !s.lagrangeCuts(sub))
 	jb, kids, shared, warm := s.branch(parentSub, parentLP, sub, idx, newIndex, fixedCost, bound, strong)
-	carried := warm.flow
 	branched := idx[jb]
 	s.ar.release(lp)
 	lp = nil
@@ -484,12 +483,17 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 		}
 		s.ar.putInts(k.sub.Capacity)
 	}
-	s.ar.putInts(carried)
-	s.ar.putFloats(shared.Cost)
-	s.ar.putInts(shared.Size, shared.Capacity, shared.idx)
+	s.dropChildren(nil, shared, warm) // the children went back one by one above
 	if s.stopped {
 		s.minOpen = math.Min(s.minOpen, bound)
 	}
+}
+
+// lagrangeCuts says whether the Lagrangian bound cuts node sub: once its
+// multipliers exist, at every node of a tight round, else at nodes small
+// enough (lagrangeSize).
+func (s *search) lagrangeCuts(sub *Problem) bool {
+	return s.lagU != nil && (s.lagCut || lagrangeSize(sub))
 }
 
 // carry maps the node's LP optimum (over parentSub's items) to the items
@@ -1229,8 +1233,9 @@ func (s *search) strongScore(kids []child, bound float64) float64 {
 	return score
 }
 
-// dropChildren gives back what children made for an item strong
-// branching did not choose.
+// dropChildren gives back what a branching made: its children (for an
+// item strong branching did not choose; explore passes none, having given
+// back each explored child), their shared problem and the carried flow.
 func (s *search) dropChildren(kids []child, shared siblings, warm *warmStart) {
 	for _, k := range kids {
 		s.ar.release(k.lp)
