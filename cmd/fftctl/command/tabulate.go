@@ -274,7 +274,7 @@ func writeRunsMarkdown(w io.Writer, runs []savedRun) {
 		if r.RestartSeconds != nil {
 			restart = *r.RestartSeconds
 		}
-		cells := []string{r.Policy, strconv.FormatUint(r.Seed, 10), show(func(v float64) string { return fixed(0)(v) + " s" }, restart)}
+		cells := []string{r.Policy, strconv.FormatUint(r.Seed, 10), restartCell(restart)}
 		for _, c := range runColumns {
 			cells = append(cells, show(c.show, c.value(r)))
 		}
@@ -306,7 +306,7 @@ func writeRunsMarkdown(w io.Writer, runs []savedRun) {
 		if len(rs) < 2 || len(slices.Compact(slices.Sorted(slices.Values(seeds)))) < len(rs) {
 			continue
 		}
-		cells := []string{g.policy + ", mean ± sd", strings.Join(seeds, ","), show(func(v float64) string { return fixed(0)(v) + " s" }, g.restart)}
+		cells := []string{g.policy + ", mean ± sd", strings.Join(seeds, ","), restartCell(g.restart)}
 		for _, c := range runColumns {
 			vals := make([]float64, len(rs))
 			for k, r := range rs {
@@ -323,6 +323,12 @@ func writeRunsMarkdown(w io.Writer, runs []savedRun) {
 		}
 		line(append(cells, ""))
 	}
+}
+
+// restartCell prints a run's restart cost, "-" when its summary did not
+// record one (-1).
+func restartCell(seconds float64) string {
+	return show(func(v float64) string { return fixed(0)(v) + " s" }, seconds)
 }
 
 // stoppedNote says why a run ended early, "" if it ran to completion.
