@@ -66,6 +66,11 @@ type Config struct {
 	Adversaries []Adversary
 	// MaxRounds stops a run that would not end (0 = 10 million).
 	MaxRounds int
+	// MaxSimSeconds stops a run once its simulated clock reaches it (0:
+	// no limit), so that a policy that never finishes some jobs (an
+	// unpriced objective at high restart costs) still ends a run on its
+	// own; the jobs left are counted unfinished, as after MaxRounds.
+	MaxSimSeconds float64
 	// Progress, if set, is called about every ProgressEvery rounds.
 	Progress      func(p Progress)
 	ProgressEvery int
@@ -190,6 +195,9 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 	if maxRounds <= 0 {
 		maxRounds = 10_000_000
 	}
+	if cfg.MaxSimSeconds < 0 {
+		return nil, fmt.Errorf("sim: MaxSimSeconds %g is negative: give 0 for no limit or a time > 0", cfg.MaxSimSeconds)
+	}
 	if cfg.MinRoundGapSeconds < 0 {
 		return nil, fmt.Errorf("sim: MinRoundGapSeconds %g is negative: give 0 for fixed rounds or a gap > 0", cfg.MinRoundGapSeconds)
 	}
@@ -236,6 +244,10 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 		if adm.over() {
 			break
 		}
+		if cfg.MaxSimSeconds > 0 && c.now >= cfg.MaxSimSeconds {
+			lg.Stopped = fmt.Sprintf("simulated time limit %s reached", simTime(cfg.MaxSimSeconds))
+			break
+		}
 		kind, why := sch.due()
 		rr, err := rounds.RunRound(ctx, kind, why)
 		if err != nil && ctx.Err() != nil {
@@ -276,6 +288,11 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 	}
 	lg.Records = store.Records()
 	return lg, nil
+}
+
+// simTime writes seconds of simulated time as a duration ("1000h0m0s").
+func simTime(seconds float64) string {
+	return time.Duration(seconds * float64(time.Second)).String()
 }
 
 // roundSeconds is the run's round length: the config's, else the policy's

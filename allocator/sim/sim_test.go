@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -201,6 +202,44 @@ func TestRunWindowStops(t *testing.T) {
 	}
 	if end := lg.Rounds[len(lg.Rounds)-1].Start; end > last {
 		t.Errorf("run went on to %v after the window finished at %v", end, last)
+	}
+}
+
+// TestRunSimTimeLimit: a run whose measured jobs cannot all finish in time
+// stops at the simulated time limit, says so, and leaves them unfinished;
+// a limit the run never reaches changes nothing.
+func TestRunSimTimeLimit(t *testing.T) {
+	cl := []allocator.Model{{Name: "v100", GPUs: 2}}
+	run := func(limitS float64) *sim.Log {
+		t.Helper()
+		lg, err := sim.Run(context.Background(), policy.NewFIFOPerf(policy.Options{}),
+			workload.NewGenerator(workload.GenConfig{Rate: 1, Seed: 2, Jobs: 30}), sim.Config{Cluster: cl, MaxSimSeconds: limitS})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lg
+	}
+	const limitS = 20 * 3600
+	lg := run(limitS)
+	if want := "simulated time limit 20h0m0s reached"; lg.Stopped != want {
+		t.Fatalf("Stopped = %q, want %q", lg.Stopped, want)
+	}
+	if last := lg.Rounds[len(lg.Rounds)-1].Start; last >= limitS {
+		t.Errorf("a round started at %v s, at or past the limit %v s", last, limitS)
+	}
+	if _, s := metrics.Analyse(lg, nil); s.Unfinished == 0 || s.Stopped != lg.Stopped {
+		t.Errorf("unfinished %d, summary stopped %q: want jobs left unfinished and the reason kept", s.Unfinished, s.Stopped)
+	}
+	full := run(0)
+	if full.Stopped != "" {
+		t.Fatalf("the run without a limit stopped: %q", full.Stopped)
+	}
+	if late := run(full.Rounds[len(full.Rounds)-1].Start + 1); late.Stopped != "" || len(late.Events) != len(full.Events) {
+		t.Errorf("a limit after the last round changed the run: stopped %q, %d events against %d", late.Stopped, len(late.Events), len(full.Events))
+	}
+	if _, err := sim.Run(context.Background(), policy.NewFIFOPerf(policy.Options{}),
+		workload.NewGenerator(workload.GenConfig{Rate: 1, Seed: 2, Jobs: 3}), sim.Config{Cluster: cl, MaxSimSeconds: -1}); err == nil || !strings.Contains(err.Error(), "MaxSimSeconds") {
+		t.Errorf("a negative limit gave %v, want an error naming MaxSimSeconds", err)
 	}
 }
 

@@ -48,7 +48,7 @@ type simulateFlags struct {
 	throughputs                                                                  string
 	jobs, burst, parallel, maxRounds                                             int
 	roundSeconds, restartSeconds                                                 float64
-	minRoundGap                                                                  time.Duration
+	minRoundGap, maxSimTime                                                      time.Duration
 	multiGPU, skipBad, plots, asJSON, wide, quiet, list, records, learn          bool
 	adversaries                                                                  string
 	tenantPerJob                                                                 bool
@@ -81,9 +81,11 @@ type simulateOptions struct {
 	plots     bool
 	parallel  int
 	maxRounds int
-	asJSON    bool
-	wide      bool
-	quiet     bool
+	// maxSimTime stops each run at this simulated time (0: none).
+	maxSimTime time.Duration
+	asJSON     bool
+	wide       bool
+	quiet      bool
 	// records writes every round's full record, as the allocator's audit
 	// log holds it.
 	records bool
@@ -153,6 +155,8 @@ func (c *SimulateCommand) ownFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&f.plots, "plots", true, "Draw plots.")
 	fs.IntVar(&f.parallel, "parallel", 1, "Runs at once.")
 	fs.IntVar(&f.maxRounds, "max-rounds", 0, "Stop a run after this many rounds; 0 is 10,000,000.")
+	fs.DurationVar(&f.maxSimTime, "max-sim-time", 0,
+		"Stop a run once this much simulated `time` has passed, for example 1000h, counting the jobs left as unfinished (a policy that never finishes some jobs then still ends); 0 runs until the jobs are done.")
 	fs.BoolVar(&f.wide, "wide", false, "Print every metric of the table (24 columns) instead of the main ones.")
 	fs.BoolVar(&f.asJSON, "json", false, "Print every run's summary as JSON instead of the table.")
 	fs.BoolVar(&f.quiet, "quiet", false, "Print no progress on stderr.")
@@ -205,7 +209,7 @@ func (c *SimulateCommand) listPolicies() {
 func (f *simulateFlags) check() (*simulateOptions, error) {
 	o := &simulateOptions{jobs: f.jobs, burst: f.burst, multiGPU: f.multiGPU, trace: f.trace, skipBad: f.skipBad,
 		roundSeconds: f.roundSeconds, restartSeconds: f.restartSeconds, minRoundGap: f.minRoundGap, reference: f.reference, out: f.out,
-		plots: f.plots, parallel: f.parallel, maxRounds: f.maxRounds, asJSON: f.asJSON, wide: f.wide, quiet: f.quiet, records: f.records, learn: f.learn, tenantPerJob: f.tenantPerJob}
+		plots: f.plots, parallel: f.parallel, maxRounds: f.maxRounds, maxSimTime: f.maxSimTime, asJSON: f.asJSON, wide: f.wide, quiet: f.quiet, records: f.records, learn: f.learn, tenantPerJob: f.tenantPerJob}
 	var err error
 	policies := f.policies
 	if policies == "" {
@@ -263,6 +267,9 @@ func (f *simulateFlags) check() (*simulateOptions, error) {
 	}
 	if o.roundSeconds < 0 || o.restartSeconds < 0 || o.parallel < 1 || o.maxRounds < 0 || o.burst < 0 {
 		return nil, errors.New("-round-seconds, -restart-seconds, -max-rounds and -burst must be >= 0, -parallel >= 1")
+	}
+	if o.maxSimTime < 0 {
+		return nil, fmt.Errorf("-max-sim-time=%s: want 0s (no limit) or more, for example 1000h", o.maxSimTime)
 	}
 	if o.minRoundGap < 0 {
 		return nil, fmt.Errorf("-min-round-gap=%s: want 0s (fixed rounds) or more", o.minRoundGap)

@@ -158,7 +158,7 @@ func runOneWith(ctx context.Context, o *simulateOptions, k runKey, trace *worklo
 			Stream: o.stream, Table: o.table})
 	}
 	cfg := sim.Config{Cluster: o.cluster, HostGPUs: o.hostGPUs, RoundSeconds: o.roundSeconds, RestartSeconds: o.restartSeconds, MinRoundGapSeconds: o.minRoundGap.Seconds(),
-		Window: o.window, MaxRounds: o.maxRounds, ProgressEvery: 500, KeepRecords: o.records,
+		Window: o.window, MaxRounds: o.maxRounds, MaxSimSeconds: o.maxSimTime.Seconds(), ProgressEvery: 500, KeepRecords: o.records,
 		Learn: o.learn && k.policy != o.reference, Adversaries: advs}
 	if o.tenantPerJob {
 		cfg.TenantOf, cfg.TenantShares = sim.TenantPerJob, &loop.TenantShares{By: loop.TenantByNamespace}

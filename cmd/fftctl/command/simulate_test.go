@@ -99,6 +99,7 @@ func TestSimulateUsage(t *testing.T) {
 		{"bad reference", []string{"-reference", "nope"}, 1, `-reference: unknown policy "nope"`},
 		{"negative gap", []string{"-min-round-gap", "-1s"}, 1, "-min-round-gap=-1s: want 0s (fixed rounds) or more"},
 		{"bad gap", []string{"-min-round-gap", "5"}, 1, "-min-round-gap"},
+		{"negative sim time", []string{"-max-sim-time", "-1h"}, 1, "-max-sim-time=-1h0m0s: want 0s (no limit) or more"},
 		{"stray argument", []string{"extra"}, 1, "takes no arguments"},
 		{"unknown adversary", []string{"-adversaries", "lie:0.1"}, 1, `-adversaries: adversary "lie:0.1": unknown kind "lie"`},
 		{"adversaries over 1", []string{"-adversaries", "split:0.6,inflate:0.5"}, 1, "sum to 1.1"},
@@ -201,6 +202,23 @@ func TestSimulateDefaultScheduleIsTheAllocators(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(live), &l); err != nil || d != l || d.Early == 0 {
 		t.Errorf("the default run %+v differs from -min-round-gap 5s %+v (%v), or ran no early round", d, l, err)
+	}
+}
+
+// -max-sim-time reaches the run: a cluster too small for the jobs stops
+// at the limit, and the summary says why and counts the jobs left.
+func TestSimulateMaxSimTime(t *testing.T) {
+	code, out, errb := simulate("-policies", "fifo", "-jobs", "30", "-cluster", "v100=2", "-plots=false", "-quiet",
+		"-reference", "none", "-json", "-max-sim-time", "20h", "-out", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, errb)
+	}
+	var s struct {
+		Stopped    string `json:"stopped"`
+		Unfinished int    `json:"unfinished"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil || s.Stopped != "simulated time limit 20h0m0s reached" || s.Unfinished == 0 {
+		t.Errorf("summary stopped %q with %d unfinished (%v); want the time limit named and jobs left", s.Stopped, s.Unfinished, err)
 	}
 }
 
