@@ -54,6 +54,7 @@ func TestReadInstanceRanges(t *testing.T) {
 		{"tiny round", map[string]string{"%CONFIG%": `{"round_seconds": 1e-300}`}, "config", "config.round_seconds", "in seconds"},
 		{"tiny transfer rate", map[string]string{"%CONFIG%": `{"transfer_gbps": 1e-300}`}, "config", "config.transfer_gbps", "Gbit/s"},
 		{"negative restart", map[string]string{"%CONFIG%": `{"restart_seconds": -1}`}, "config", "config.restart_seconds", "[0, 1e+09]"},
+		{"gap tolerance too large", map[string]string{"%CONFIG%": `{"gap_tolerance": 2}`}, "config", "config.gap_tolerance", "in [0, 1)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := allocator.ReadInstanceString(round(tc.edit))

@@ -75,3 +75,37 @@ func TestOptionsMatchProblem(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideGapTolerance: Config.GapTolerance reaches the solver. With a
+// loose tolerance the round stops short of proving its optimum on some
+// instances (recorded feasible, with its gap), never beyond the tolerance
+// and never below the proven optimum.
+func TestDecideGapTolerance(t *testing.T) {
+	r := rand.New(rand.NewPCG(22, 5))
+	short := 0
+	for it := 0; it < 20; it++ {
+		in := instancegen.Generate(r, instancegen.Spec{Jobs: 300, Models: 4, GPUs: 160})
+		exact, err := allocator.Decide(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Config.GapTolerance = 0.5
+		loose, err := allocator.Decide(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exact.Status.String() != "optimal" {
+			continue
+		}
+		tol := 1e-9 * math.Max(1, math.Abs(exact.Objective))
+		if loose.Gap > 0.5+1e-12 || loose.Objective < exact.Objective-tol || loose.Bound > exact.Objective+tol {
+			t.Fatalf("instance %d: tolerance 0.5 gave objective %v bound %v gap %v; the optimum is %v", it, loose.Objective, loose.Bound, loose.Gap, exact.Objective)
+		}
+		if loose.Status.String() != "optimal" {
+			short++
+		}
+	}
+	if short == 0 {
+		t.Error("no round stopped within the tolerance: Config.GapTolerance does not reach the solver")
+	}
+}

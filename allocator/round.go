@@ -296,7 +296,7 @@ func Decide(ctx context.Context, in *Instance) (*Decision, error) {
 	} else if k < pack.Usage {
 		p.MinUsage, start = k, choice
 	}
-	res, err := solver.Solve(ctx, p, solver.Options{NodeLimit: in.Config.NodeLimit, Start: start})
+	res, err := solver.Solve(ctx, p, solver.Options{NodeLimit: in.Config.NodeLimit, GapTolerance: in.Config.GapTolerance, Start: start})
 	if err != nil {
 		return nil, fmt.Errorf("solving round %d: %w", in.Round, err)
 	}

@@ -85,6 +85,8 @@ func TestValidateConfigAndModels(t *testing.T) {
 		{"negative weight", func(in *allocator.Instance) { in.Config.Weights.Fairness = -1 }, "config.weights.fairness"},
 		{"zero round", func(in *allocator.Instance) { in.Config.RoundSeconds = 0 }, "config.round_seconds"},
 		{"bad volume term", func(in *allocator.Instance) { in.Config.Volume = "half" }, "config.volume_term"},
+		{"gap tolerance of 1", func(in *allocator.Instance) { in.Config.GapTolerance = 1 }, "config.gap_tolerance"},
+		{"negative gap tolerance", func(in *allocator.Instance) { in.Config.GapTolerance = -1e-4 }, "config.gap_tolerance"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newInstance().job("a", 1, 5, both(1, 1))

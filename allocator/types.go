@@ -100,6 +100,12 @@ type Config struct {
 	PricePreemption bool `json:"price_preemption,omitempty"`
 	// NodeLimit bounds branch and bound; 0 means the solver's default.
 	NodeLimit int `json:"node_limit,omitempty"`
+	// GapTolerance (our option; 0, the default, proves every round
+	// optimal) lets the solver stop once its answer is proven within this
+	// relative gap of the optimum (solver.Options.GapTolerance), as MIP
+	// solvers' default gap does; such a round is recorded feasible with
+	// its gap. An operator's choice, like the round length: see WithWorld.
+	GapTolerance float64 `json:"gap_tolerance,omitempty"`
 	// Objective selects the unit of the cost terms: ObjectivePaper ("" or
 	// "paper", Eq. 6 as written) or ObjectiveUnits (our option: every
 	// term in GPU-rounds, so no decision depends on the work unit).
@@ -117,11 +123,13 @@ type Config struct {
 }
 
 // WithWorld returns c with the facts of the cluster taken from w: the
-// round length and what a restart and a checkpoint transfer cost. They are
-// the operator's (or the simulator's) to say, not the objective's; the
-// weights, the volume term, preemption pricing and the node limit stay c's.
+// round length and what a restart and a checkpoint transfer cost, and the
+// solver's gap tolerance. They are the operator's (or the simulator's) to
+// say, not the objective's; the weights, the volume term, preemption
+// pricing and the node limit stay c's.
 func (c Config) WithWorld(w Config) Config {
 	c.RoundSeconds, c.RestartSeconds, c.TransferGbps = w.RoundSeconds, w.RestartSeconds, w.TransferGbps
+	c.GapTolerance = w.GapTolerance
 	return c
 }
 

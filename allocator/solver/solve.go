@@ -21,6 +21,13 @@ type Options struct {
 	// clock it stops every run of the same round at the same node, so
 	// simulations stay deterministic.
 	WorkLimit int
+	// GapTolerance, when above 0, stops proving once the incumbent is
+	// within that relative gap (Result.Gap's measure) of optimal: a node
+	// whose bound is that close to the incumbent is cut, and its bound
+	// stays in the proven Bound. The answer is then Feasible whenever the
+	// gap it proved is above float noise. 0, the default, proves the
+	// optimum; it must be below 1.
+	GapTolerance float64
 	// Start, when it is a feasible assignment (len N, -1 = left out), is
 	// the first incumbent. MaxUsage's packing is a good one.
 	Start []int
@@ -96,6 +103,9 @@ const relTolObjective = 1e-9
 func Solve(ctx context.Context, p *Problem, opt Options) (res Result, err error) {
 	if err := p.check(); err != nil {
 		return Result{}, err
+	}
+	if !(opt.GapTolerance >= 0 && opt.GapTolerance < 1) {
+		return Result{}, fmt.Errorf("solver: GapTolerance %g: want 0 (prove the optimum) up to below 1, for example 1e-4", opt.GapTolerance)
 	}
 	return solve(ctx, p, opt, math.Inf(-1))
 }
@@ -188,7 +198,8 @@ func branchAndBound(ctx context.Context, p *Problem, opt Options, target float64
 	res := Result{Choice: s.best, Objective: s.bestVal, Status: Optimal}
 	res.Usage = p.usage(s.best)
 	res.Bound = math.Min(s.bestVal, s.minOpen)
-	if s.stopped || s.unproven {
+	// A gap tolerance may cut nodes that could still improve the answer.
+	if s.stopped || s.unproven || s.gapTol > 0 && res.Objective-res.Bound > s.tol {
 		res.Status = Feasible
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -206,7 +217,9 @@ type search struct {
 	limit int
 	// workLimit bounds work (Options.WorkLimit).
 	workLimit, work int
-	target          float64
+	// gapTol is Options.GapTolerance.
+	gapTol float64
+	target float64
 	// assign holds fixings of the current path (original indices).
 	assign []int
 	best   []int
@@ -265,7 +278,7 @@ type search struct {
 // to ar when the search is done.
 func newSearch(ctx context.Context, p *Problem, opt Options, target float64, ar *arena) *search {
 	s := &search{
-		ctx: ctx, p: p, limit: opt.NodeLimit, workLimit: opt.WorkLimit, target: target, noDP: opt.noDP, strongAlways: opt.strongAlways,
+		ctx: ctx, p: p, limit: opt.NodeLimit, workLimit: opt.WorkLimit, gapTol: opt.GapTolerance, target: target, noDP: opt.noDP, strongAlways: opt.strongAlways,
 		assign:  ar.zeroInts(p.N()),
 		bestVal: math.Inf(1), minOpen: math.Inf(1),
 		ar: ar,
@@ -288,6 +301,16 @@ func (s *search) offer(choice []int) {
 		s.best, s.bestVal, choice = choice, v, s.best
 	}
 	s.spare = choice // the loser's buffer serves the next offer
+}
+
+// cutAt is the bound from which a node is cut: it cannot beat the
+// incumbent by more than float noise (tol) or, with a gap tolerance, by
+// more than that share of the incumbent's value.
+func (s *search) cutAt() float64 {
+	if s.gapTol == 0 || math.IsInf(s.bestVal, 1) {
+		return s.bestVal - s.tol
+	}
+	return s.bestVal - math.Max(s.tol, s.gapTol*math.Max(1, math.Abs(s.bestVal)))
 }
 
 func (s *search) done() bool {
@@ -364,7 +387,7 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 		}
 	}()
 	bound := math.Max(parentBound, fixedCost+lp.bound)
-	if bound >= s.bestVal-s.tol {
+	if bound >= s.cutAt() {
 		s.minOpen = math.Min(s.minOpen, bound)
 		return
 	}
@@ -374,7 +397,7 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 	cut := bound
 	if s.lagrangeCuts(sub) {
 		lag := s.lagrangeNode(sub, idx, fixedCost)
-		if cut = math.Max(bound, fixedCost+lag); cut >= s.bestVal-s.tol {
+		if cut = math.Max(bound, fixedCost+lag); cut >= s.cutAt() {
 			s.minOpen = math.Min(s.minOpen, cut)
 			return
 		}
@@ -404,7 +427,7 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 		s.lagTried = true
 		s.lagCut = lagrangeSize(sub)
 		cut = math.Max(cut, fixedCost+s.lagrangeRoot(sub, idx, lp, fixedCost))
-		if s.done() || cut >= s.bestVal-s.tol {
+		if s.done() || cut >= s.cutAt() {
 			s.minOpen = math.Min(s.minOpen, cut)
 			return
 		}
@@ -425,7 +448,7 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 			return // no assignment of the node beats the incumbent
 		}
 	}
-	if s.done() || cut >= s.bestVal-s.tol {
+	if s.done() || cut >= s.cutAt() {
 		s.minOpen = math.Min(s.minOpen, cut)
 		return
 	}
@@ -468,7 +491,7 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 		if !s.stopped && !s.done() {
 			if k.lp == nil {
 				// explore's own first test, before solving the LP again.
-				if b := math.Max(bound, k.bound); b >= s.bestVal-s.tol {
+				if b := math.Max(bound, k.bound); b >= s.cutAt() {
 					s.minOpen = math.Min(s.minOpen, b)
 					s.ar.putInts(k.sub.Capacity)
 					continue
@@ -1210,7 +1233,7 @@ func branchOptions(sub *Problem, lp *lpSolution, jb int) []int {
 // (1 - g/G)^2 of the node's tree (none when cut); before, the least rise
 // decides.
 func (s *search) strongScore(kids []child, bound float64) float64 {
-	limit := s.bestVal - s.tol
+	limit := s.cutAt()
 	gap := limit - bound
 	score, least, open := 0.0, math.Inf(1), false
 	for _, k := range kids {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -197,6 +198,48 @@ func TestSolveMatchesBruteForce(t *testing.T) {
 			if res.Status != Optimal || res.Objective-res.Bound > math.Max(1e-8*math.Max(1, math.Abs(res.Objective)), tolFor(p)) || res.Bound > res.Objective+tolFor(p) {
 				t.Fatalf("instance %d (noDP %v): status %v gap %v bound %v objective %v", it, noDP, res.Status, res.Gap, res.Bound, res.Objective)
 			}
+		}
+	}
+}
+
+// TestSolveGapTolerance checks Options.GapTolerance against brute force:
+// the answer is feasible and within the tolerance of the optimum, its
+// bound is a true lower bound, its Gap is within the tolerance, and it
+// says Optimal only when it proved the optimum. Tolerances large against
+// the costs make the search stop short often.
+func TestSolveGapTolerance(t *testing.T) {
+	instances, r := sweep(t, 3000, 9, 10)
+	ctx := context.Background()
+	short := 0
+	for it := 0; it < instances; it++ {
+		p := randomProblem(r)
+		k, want, _ := bruteForce(p, true)
+		p.MinUsage = k
+		tolerance := []float64{1e-3, 0.05, 0.3}[it%3]
+		res, err := Solve(ctx, p, Options{noDP: true, GapTolerance: tolerance, twoPhase: it%2 == 0, strongAlways: it%4 == 0})
+		if err != nil {
+			t.Fatalf("instance %d: %v\n%s", it, err, dump(p))
+		}
+		got, tol := p.Objective(res.Choice), tolFor(p)
+		slack := tolerance*math.Max(1, math.Abs(got)) + tol
+		if !p.Feasible(res.Choice) || got > want+slack || res.Bound > want+tol || res.Gap > tolerance+1e-12 {
+			t.Fatalf("instance %d (tolerance %g): objective %v bound %v gap %v (feasible %v), optimum %v\n%s", it, tolerance, got, res.Bound, res.Gap, p.Feasible(res.Choice), want, dump(p))
+		}
+		if res.Status == Optimal && (got > want+tol || res.Objective-res.Bound > tol) {
+			t.Fatalf("instance %d (tolerance %g): Optimal with objective %v bound %v, optimum %v\n%s", it, tolerance, got, res.Bound, want, dump(p))
+		}
+		if res.Status != Optimal {
+			short++
+		}
+	}
+	t.Logf("%d of %d searches stopped within their tolerance", short, instances)
+	// The check must see searches that stopped short.
+	if short == 0 {
+		t.Errorf("no search of %d stopped within its tolerance", instances)
+	}
+	for _, bad := range []float64{-1e-4, 1, math.NaN()} {
+		if _, err := Solve(ctx, randomProblem(r), Options{GapTolerance: bad}); err == nil || !strings.Contains(err.Error(), "GapTolerance") {
+			t.Errorf("GapTolerance %v: error %v, want one naming GapTolerance", bad, err)
 		}
 	}
 }

@@ -76,6 +76,7 @@ type engineBlock struct {
 	RestartSeconds  *float64      `hcl:"restart_seconds,optional"`
 	PricePreemption *bool         `hcl:"price_preemption,optional"`
 	NodeLimit       *int          `hcl:"node_limit,optional"`
+	GapTolerance    *float64      `hcl:"gap_tolerance,optional"`
 	TenantWeights   *bool         `hcl:"tenant_weights,optional"`
 }
 
@@ -247,6 +248,12 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 				return eng, fmt.Errorf("%s: engine node_limit = %d: expected >= 0 (0 = the solver's default)", path, *v)
 			}
 			eng.NodeLimit = *v
+		}
+		if v := e.GapTolerance; v != nil {
+			if !(*v >= 0 && *v < 1) {
+				return eng, fmt.Errorf("%s: engine gap_tolerance = %g: expected a relative gap in [0, 1), for example 1e-4 (0, the default, proves every round optimal)", path, *v)
+			}
+			eng.GapTolerance = *v
 		}
 	}
 	return eng, nil

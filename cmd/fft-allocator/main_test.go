@@ -86,6 +86,7 @@ engine {
   volume_term      = "remaining"
   transfer_gbps    = 25
   price_preemption = true
+  gap_tolerance    = 1e-4
   tenant_weights   = true
 }
 tenants {
@@ -104,7 +105,7 @@ tenants {
 		t.Errorf("settings from the file (flag wins for the token): %+v", f)
 	}
 	e := f.engine
-	if e.Weights.Fairness != 2 || e.Weights.JCT != 1 || e.Volume != "remaining" || e.TransferGbps != 25 || e.RestartSeconds != 30 || !e.PricePreemption || !f.tenantWeights {
+	if e.Weights.Fairness != 2 || e.Weights.JCT != 1 || e.Volume != "remaining" || e.TransferGbps != 25 || e.RestartSeconds != 30 || !e.PricePreemption || e.GapTolerance != 1e-4 || !f.tenantWeights {
 		t.Errorf("engine config %+v, tenant weights %v", e, f.tenantWeights)
 	}
 	if ts := f.tenants; ts == nil || ts.By != "namespace" || ts.Shares["ml"] != 2 {
@@ -122,6 +123,7 @@ tenants {
 		{"engine {\n weights {\n volume = 1e300\n }\n}", "engine weights.volume = 1e+300: expected a weight (0 turns the term off; default 1) from 0 to 1e+06"},
 		{"engine {\n restart_seconds = -1\n}", "engine restart_seconds = -1: expected a restart time in seconds"},
 		{"engine {\n node_limit = -1\n}", "engine node_limit = -1"},
+		{"engine {\n gap_tolerance = 1\n}", "engine gap_tolerance = 1: expected a relative gap in [0, 1)"},
 		{`round = "5000000000s"`, "-round=1388888h53m20s: want at least 1s and at most 1e+09s"},
 		{`colour = "blue"`, `Unsupported argument`},
 		{"consul {\n colour = \"blue\"\n}", `Unsupported argument; An argument named "colour"`},

@@ -47,7 +47,7 @@ type simulateFlags struct {
 	policies, cluster, rates, seeds, window, bigJobs, rng, trace, reference, out string
 	throughputs                                                                  string
 	jobs, burst, parallel, maxRounds                                             int
-	roundSeconds, restartSeconds                                                 float64
+	roundSeconds, restartSeconds, gapTolerance                                   float64
 	minRoundGap, maxSimTime                                                      time.Duration
 	multiGPU, skipBad, plots, asJSON, wide, quiet, list, records, learn          bool
 	adversaries                                                                  string
@@ -81,6 +81,9 @@ type simulateOptions struct {
 	plots     bool
 	parallel  int
 	maxRounds int
+	// gapTolerance is the solver's relative gap tolerance in every FFT
+	// policy's rounds (allocator.Config.GapTolerance; 0 proves optimality).
+	gapTolerance float64
 	// maxSimTime stops each run at this simulated time (0: none).
 	maxSimTime time.Duration
 	asJSON     bool
@@ -155,6 +158,8 @@ func (c *SimulateCommand) ownFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&f.plots, "plots", true, "Draw plots.")
 	fs.IntVar(&f.parallel, "parallel", 1, "Runs at once.")
 	fs.IntVar(&f.maxRounds, "max-rounds", 0, "Stop a run after this many rounds; 0 is 10,000,000.")
+	fs.Float64Var(&f.gapTolerance, "gap-tolerance", 0,
+		"Let the FFT policies' solver stop each round once its answer is proven within this relative `gap` of the optimum, for example 1e-4 (the fft-allocator's engine gap_tolerance); 0 proves every round optimal.")
 	fs.DurationVar(&f.maxSimTime, "max-sim-time", 0,
 		"Stop a run once this much simulated `time` has passed, for example 1000h, counting the jobs left as unfinished (a policy that never finishes some jobs then still ends); 0 runs until the jobs are done.")
 	fs.BoolVar(&f.wide, "wide", false, "Print every metric of the table (24 columns) instead of the main ones.")
@@ -209,7 +214,7 @@ func (c *SimulateCommand) listPolicies() {
 func (f *simulateFlags) check() (*simulateOptions, error) {
 	o := &simulateOptions{jobs: f.jobs, burst: f.burst, multiGPU: f.multiGPU, trace: f.trace, skipBad: f.skipBad,
 		roundSeconds: f.roundSeconds, restartSeconds: f.restartSeconds, minRoundGap: f.minRoundGap, reference: f.reference, out: f.out,
-		plots: f.plots, parallel: f.parallel, maxRounds: f.maxRounds, maxSimTime: f.maxSimTime, asJSON: f.asJSON, wide: f.wide, quiet: f.quiet, records: f.records, learn: f.learn, tenantPerJob: f.tenantPerJob}
+		plots: f.plots, parallel: f.parallel, maxRounds: f.maxRounds, gapTolerance: f.gapTolerance, maxSimTime: f.maxSimTime, asJSON: f.asJSON, wide: f.wide, quiet: f.quiet, records: f.records, learn: f.learn, tenantPerJob: f.tenantPerJob}
 	var err error
 	policies := f.policies
 	if policies == "" {
@@ -267,6 +272,9 @@ func (f *simulateFlags) check() (*simulateOptions, error) {
 	}
 	if o.roundSeconds < 0 || o.restartSeconds < 0 || o.parallel < 1 || o.maxRounds < 0 || o.burst < 0 {
 		return nil, errors.New("-round-seconds, -restart-seconds, -max-rounds and -burst must be >= 0, -parallel >= 1")
+	}
+	if !(o.gapTolerance >= 0 && o.gapTolerance < 1) {
+		return nil, fmt.Errorf("-gap-tolerance=%g: want a relative gap in [0, 1), for example 1e-4 (0 proves every round optimal)", o.gapTolerance)
 	}
 	if o.maxSimTime < 0 {
 		return nil, fmt.Errorf("-max-sim-time=%s: want 0s (no limit) or more, for example 1000h", o.maxSimTime)

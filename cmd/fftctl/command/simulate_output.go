@@ -57,13 +57,16 @@ type jsonSummary struct {
 	// RestartSeconds is the run's -restart-seconds; nil in summaries
 	// written before it was recorded.
 	RestartSeconds *float64 `json:"restart_seconds,omitempty"`
+	// GapTolerance is the run's -gap-tolerance; 0 (absent) proves every
+	// round's optimum.
+	GapTolerance float64 `json:"gap_tolerance,omitempty"`
 	metrics.Summary
 }
 
 // writeSummaryJSON writes one run's summary. JSON has no NaN, so a value
 // that does not exist (no finished job, no reference run) is written as -1.
-func writeSummaryJSON(w io.Writer, rate float64, seed uint64, restartSeconds float64, s metrics.Summary) error {
-	b, err := json.MarshalIndent(jsonSummary{rate, seed, &restartSeconds, cleanNaN(s)}, "", "  ")
+func writeSummaryJSON(w io.Writer, rate float64, seed uint64, restartSeconds, gapTolerance float64, s metrics.Summary) error {
+	b, err := json.MarshalIndent(jsonSummary{rate, seed, &restartSeconds, gapTolerance, cleanNaN(s)}, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
 	"github.com/nomad-fft/nomad-fft/allocator/sim"
@@ -157,7 +158,9 @@ func runOneWith(ctx context.Context, o *simulateOptions, k runKey, trace *worklo
 		src = workload.NewGenerator(workload.GenConfig{Rate: k.rate, Seed: k.seed, MultiGPU: o.multiGPU, Jobs: o.jobs, Burst: o.burst,
 			Stream: o.stream, Table: o.table})
 	}
-	cfg := sim.Config{Cluster: o.cluster, HostGPUs: o.hostGPUs, RoundSeconds: o.roundSeconds, RestartSeconds: o.restartSeconds, MinRoundGapSeconds: o.minRoundGap.Seconds(),
+	engine := allocator.DefaultConfig()
+	engine.GapTolerance = o.gapTolerance
+	cfg := sim.Config{Engine: &engine, Cluster: o.cluster, HostGPUs: o.hostGPUs, RoundSeconds: o.roundSeconds, RestartSeconds: o.restartSeconds, MinRoundGapSeconds: o.minRoundGap.Seconds(),
 		Window: o.window, MaxRounds: o.maxRounds, MaxSimSeconds: o.maxSimTime.Seconds(), ProgressEvery: 500, KeepRecords: o.records,
 		Learn: o.learn && k.policy != o.reference, Adversaries: advs}
 	if o.tenantPerJob {
@@ -310,7 +313,7 @@ func printResults(o *simulateOptions, rows []tableRow, stdout io.Writer) error {
 	}
 	for _, row := range rows {
 		for k, s := range row.Runs {
-			if err := writeSummaryJSON(stdout, row.Rate, row.Seeds[k], o.restartSeconds, s); err != nil {
+			if err := writeSummaryJSON(stdout, row.Rate, row.Seeds[k], o.restartSeconds, o.gapTolerance, s); err != nil {
 				return err
 			}
 		}
@@ -354,7 +357,7 @@ func writeRun(o *simulateOptions, k runKey, ro *runOut) error {
 		return err
 	}
 	return writeFile(filepath.Join(o.out, k.file("summary", ".json")), func(w io.Writer) error {
-		return writeSummaryJSON(w, k.rate, k.seed, o.restartSeconds, ro.sum)
+		return writeSummaryJSON(w, k.rate, k.seed, o.restartSeconds, o.gapTolerance, ro.sum)
 	})
 }
 

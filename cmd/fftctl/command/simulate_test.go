@@ -99,6 +99,7 @@ func TestSimulateUsage(t *testing.T) {
 		{"bad reference", []string{"-reference", "nope"}, 1, `-reference: unknown policy "nope"`},
 		{"negative gap", []string{"-min-round-gap", "-1s"}, 1, "-min-round-gap=-1s: want 0s (fixed rounds) or more"},
 		{"bad gap", []string{"-min-round-gap", "5"}, 1, "-min-round-gap"},
+		{"gap tolerance of 1", []string{"-gap-tolerance", "1"}, 1, "-gap-tolerance=1: want a relative gap in [0, 1)"},
 		{"negative sim time", []string{"-max-sim-time", "-1h"}, 1, "-max-sim-time=-1h0m0s: want 0s (no limit) or more"},
 		{"stray argument", []string{"extra"}, 1, "takes no arguments"},
 		{"unknown adversary", []string{"-adversaries", "lie:0.1"}, 1, `-adversaries: adversary "lie:0.1": unknown kind "lie"`},
@@ -219,6 +220,19 @@ func TestSimulateMaxSimTime(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &s); err != nil || s.Stopped != "simulated time limit 20h0m0s reached" || s.Unfinished == 0 {
 		t.Errorf("summary stopped %q with %d unfinished (%v); want the time limit named and jobs left", s.Stopped, s.Unfinished, err)
+	}
+}
+
+// -gap-tolerance is recorded in the summary, and a run with it is told
+// from an exact one.
+func TestSimulateGapTolerance(t *testing.T) {
+	code, out, errb := simulate("-policies", "fft", "-jobs", "10", "-cluster", "v100=4", "-plots=false", "-quiet",
+		"-reference", "none", "-json", "-gap-tolerance", "1e-4", "-out", t.TempDir())
+	var s struct {
+		GapTolerance float64 `json:"gap_tolerance"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); code != 0 || err != nil || s.GapTolerance != 1e-4 {
+		t.Errorf("exit %d, gap_tolerance %v (%v); want 1e-4 recorded\n%s", code, s.GapTolerance, err, errb)
 	}
 }
 

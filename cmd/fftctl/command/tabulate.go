@@ -265,6 +265,7 @@ func writeRunsMarkdown(w io.Writer, runs []savedRun) {
 		policy  string
 		rate    float64
 		restart float64 // -1: not recorded
+		gapTol  float64
 	}
 	var order []key
 	groups := map[key][]*savedRun{}
@@ -274,7 +275,7 @@ func writeRunsMarkdown(w io.Writer, runs []savedRun) {
 		if r.RestartSeconds != nil {
 			restart = *r.RestartSeconds
 		}
-		cells := []string{r.Policy, strconv.FormatUint(r.Seed, 10), restartCell(restart)}
+		cells := []string{policyCell(r.Policy, r.GapTolerance), strconv.FormatUint(r.Seed, 10), restartCell(restart)}
 		for _, c := range runColumns {
 			cells = append(cells, show(c.show, c.value(r)))
 		}
@@ -289,7 +290,7 @@ func writeRunsMarkdown(w io.Writer, runs []savedRun) {
 			}
 		}
 		line(append(cells, slow))
-		g := key{r.Policy, r.Rate, restart}
+		g := key{r.Policy, r.Rate, restart, r.GapTolerance}
 		if groups[g] == nil {
 			order = append(order, g)
 		}
@@ -306,7 +307,7 @@ func writeRunsMarkdown(w io.Writer, runs []savedRun) {
 		if len(rs) < 2 || len(slices.Compact(slices.Sorted(slices.Values(seeds)))) < len(rs) {
 			continue
 		}
-		cells := []string{g.policy + ", mean ± sd", strings.Join(seeds, ","), restartCell(g.restart)}
+		cells := []string{policyCell(g.policy, g.gapTol) + ", mean ± sd", strings.Join(seeds, ","), restartCell(g.restart)}
 		for _, c := range runColumns {
 			vals := make([]float64, len(rs))
 			for k, r := range rs {
@@ -332,6 +333,15 @@ func restartCell(seconds float64) string {
 }
 
 // stoppedNote says why a run ended early, "" if it ran to completion.
+// policyCell names a run's policy, and its solver's gap tolerance when it
+// had one (-gap-tolerance), so that such runs are told from exact ones.
+func policyCell(policy string, gapTolerance float64) string {
+	if gapTolerance > 0 {
+		return fmt.Sprintf("%s (gap tolerance %g)", policy, gapTolerance)
+	}
+	return policy
+}
+
 func stoppedNote(why string) string {
 	switch {
 	case why == "":

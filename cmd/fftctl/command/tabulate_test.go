@@ -54,7 +54,7 @@ func TestRoundsCSVRoundTrip(t *testing.T) {
 // sd row per policy with several, "-" where a policy has no value.
 func TestTabulateRuns(t *testing.T) {
 	dir := t.TempDir()
-	run := func(policy string, seed uint64, restart float64, wall time.Duration, jctH, ftf float64, notProven float64, stopped string, rounds []sim.RoundStats) {
+	run := func(policy string, seed uint64, restart, gapTol float64, wall time.Duration, jctH, ftf float64, notProven float64, stopped string, rounds []sim.RoundStats) {
 		t.Helper()
 		s := metrics.Summary{Policy: policy, Measured: 4000, Finished: 4000, Rounds: 4000 + int(seed), Wall: wall, Stopped: stopped,
 			JCT: metrics.Stat{Mean: jctH * 3600, P50: jctH * 1800}, FTF: metrics.FairnessStat{Mean: ftf, Max: 2 * ftf, Unfair: ftf / 10},
@@ -64,10 +64,10 @@ func TestTabulateRuns(t *testing.T) {
 			s.PolicyStats = map[string]float64{"rounds_not_optimal": notProven, "max_gap": 1e-3}
 		}
 		name := func(prefix, ext string) string {
-			return filepath.Join(dir, fmt.Sprintf("%s-%s-r20-s%d-%g%s", prefix, policy, seed, restart, ext))
+			return filepath.Join(dir, fmt.Sprintf("%s-%s-r20-s%d-%g-%g%s", prefix, policy, seed, restart, gapTol, ext))
 		}
 		var b bytes.Buffer
-		if err := writeSummaryJSON(&b, 20, seed, restart, s); err != nil {
+		if err := writeSummaryJSON(&b, 20, seed, restart, gapTol, s); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(name("summary", ".json"), b.Bytes(), 0o644); err != nil {
@@ -89,13 +89,16 @@ func TestTabulateRuns(t *testing.T) {
 		{Round: 1947, Active: 562, Solve: 1720 * time.Millisecond, Status: "feasible", Gap: 2e-4},
 		{Round: 1948, Active: 561, Solve: 1720 * time.Millisecond, Status: "optimal"},
 	}
-	run("fft-rate-w0.25", 1, 60, 9*time.Minute+29*time.Second, 30, 0.4, 400, "", rounds)
-	run("fft-rate-w0.25", 2, 60, 10*time.Minute+31*time.Second, 32, 0.5, 500, "", rounds)
-	run("gavel-ftf", 1, 60, 168*time.Second, 50.6, 0.9, -1, "", []sim.RoundStats{{Round: 7, Active: 4006, Solve: 300 * time.Millisecond}})
-	run("fft", 0, 60, 30*time.Minute, 45.8, 1, 986, "context canceled", nil)
+	run("fft-rate-w0.25", 1, 60, 0, 9*time.Minute+29*time.Second, 30, 0.4, 400, "", rounds)
+	run("fft-rate-w0.25", 2, 60, 0, 10*time.Minute+31*time.Second, 32, 0.5, 500, "", rounds)
+	run("gavel-ftf", 1, 60, 0, 168*time.Second, 50.6, 0.9, -1, "", []sim.RoundStats{{Round: 7, Active: 4006, Solve: 300 * time.Millisecond}})
+	run("fft", 0, 60, 0, 30*time.Minute, 45.8, 1, 986, "context canceled", nil)
 	// The same policy and seed at another restart cost: its own row, kept
 	// out of the 60 s runs' mean.
-	run("fft-rate-w0.25", 1, 0, 52*time.Minute, 29.4, 0.4, 2019, "", rounds)
+	run("fft-rate-w0.25", 1, 0, 0, 52*time.Minute, 29.4, 0.4, 2019, "", rounds)
+	// The same setting with a gap tolerance: named, and kept out of the
+	// exact runs' mean.
+	run("fft-rate-w0.25", 2, 60, 1e-4, 3*time.Minute, 32, 0.5, 500, "", rounds)
 
 	var b bytes.Buffer
 	ui := cli.NewMockUi()
@@ -117,6 +120,7 @@ func TestTabulateRuns(t *testing.T) {
 		// 1e-3 are the policy's), slowest round (the first of equals).
 		{"fft-rate-w0.25 1 60 s", []string{"9 min 29 s", "4,001", "4,000", "30.0", "15.0", "0.400", "0.80", "4.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "1", "2.0e-04", "1947 (562): 1.72 s, feasible"}},
 		{"fft-rate-w0.25 2 60 s", []string{"10 min 31 s", "4,002", "4,000", "32.0", "16.0", "0.500", "1.00", "5.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "1", "2.0e-04", "1947 (562): 1.72 s, feasible"}},
+		{"fft-rate-w0.25 (gap tolerance 0.0001) 2 60 s", []string{"3 min 0 s", "4,002", "4,000", "32.0", "16.0", "0.500", "1.00", "5.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "1", "2.0e-04", "1947 (562): 1.72 s, feasible"}},
 		{"fft-rate-w0.25 1 0 s", []string{"52 min 0 s", "4,001", "4,000", "29.4", "14.7", "0.400", "0.80", "4.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "1", "2.0e-04", "1947 (562): 1.72 s, feasible"}},
 		// No search: nothing to prove, and no status shown.
 		{"gavel-ftf 1 60 s", []string{"2 min 48 s", "4,001", "4,000", "50.6", "25.3", "0.900", "1.80", "9.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "-", "-", "7 (4,006): 300.0 ms"}},
@@ -135,11 +139,11 @@ func TestTabulateRuns(t *testing.T) {
 	if err := os.MkdirAll(other, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b2, err := os.ReadFile(filepath.Join(dir, "summary-gavel-ftf-r20-s1-60.json"))
+	b2, err := os.ReadFile(filepath.Join(dir, "summary-gavel-ftf-r20-s1-60-0.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(other, "summary-gavel-ftf-r20-s1-60.json"), b2, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(other, "summary-gavel-ftf-r20-s1-60-0.json"), b2, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var b3 bytes.Buffer
@@ -147,8 +151,8 @@ func TestTabulateRuns(t *testing.T) {
 		strings.Count(b3.String(), "| gavel-ftf | 1 | 60 s |") != 2 {
 		t.Errorf("seed 1 of gavel-ftf in two folders: exit %d, want its two rows and no mean:\n%s", code, b3.String())
 	}
-	if len(rows) != 2+6 {
-		t.Errorf("%d lines, want a header, a rule, 5 runs and 1 mean:\n%s", len(rows), b.String())
+	if len(rows) != 2+7 {
+		t.Errorf("%d lines, want a header, a rule, 6 runs and 1 mean:\n%s", len(rows), b.String())
 	}
 	for _, args := range [][]string{nil, {t.TempDir()}} {
 		ui := cli.NewMockUi()
