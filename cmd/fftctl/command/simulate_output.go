@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/sim"
 	"github.com/nomad-fft/nomad-fft/allocator/sim/metrics"
 )
@@ -38,17 +40,74 @@ func writeJobsCSV(w io.Writer, res []metrics.JobResult) error {
 // writeRoundsCSV writes one row per round of a run: when it started, its
 // jobs, and where its time went (the whole round, the solve, the
 // placement), with the decision's status, gap and search nodes, so that a
-// slow round can be named.
+// slow round can be named. Its columns are roundColumns.
 func writeRoundsCSV(w io.Writer, rounds []sim.RoundStats) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"round", "start_s", "active", "seconds", "trigger", "wall_s", "solve_s", "place_s", "status", "gap", "nodes"})
-	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
-	for _, r := range rounds {
-		_ = cw.Write([]string{strconv.Itoa(r.Round), f(r.Start), strconv.Itoa(r.Active), f(r.Seconds), string(r.Trigger),
-			f(r.Wall.Seconds()), f(r.Solve.Seconds()), f(r.Place.Seconds()), r.Status, f(r.Gap), strconv.Itoa(r.Nodes)})
+	row := make([]string, len(roundColumns))
+	for k, c := range roundColumns {
+		row[k] = c.name
+	}
+	_ = cw.Write(row)
+	for r := range rounds {
+		for k, c := range roundColumns {
+			row[k] = c.write(&rounds[r])
+		}
+		_ = cw.Write(row)
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// roundColumn is one column of the rounds file: its header, how a round
+// is written in it, and how readRoundsCSV sets it back.
+type roundColumn struct {
+	name  string
+	write func(*sim.RoundStats) string
+	read  func(*sim.RoundStats, string) error
+}
+
+// roundColumns are the rounds file's columns, in order.
+var roundColumns = []roundColumn{
+	intColumn("round", func(r *sim.RoundStats) *int { return &r.Round }),
+	floatColumn("start_s", func(r *sim.RoundStats) *float64 { return &r.Start }),
+	intColumn("active", func(r *sim.RoundStats) *int { return &r.Active }),
+	floatColumn("seconds", func(r *sim.RoundStats) *float64 { return &r.Seconds }),
+	{"trigger", func(r *sim.RoundStats) string { return string(r.Trigger) },
+		func(r *sim.RoundStats, s string) error { r.Trigger = loop.TriggerKind(s); return nil }},
+	secondsColumn("wall_s", func(r *sim.RoundStats) *time.Duration { return &r.Wall }),
+	secondsColumn("solve_s", func(r *sim.RoundStats) *time.Duration { return &r.Solve }),
+	secondsColumn("place_s", func(r *sim.RoundStats) *time.Duration { return &r.Place }),
+	{"status", func(r *sim.RoundStats) string { return r.Status },
+		func(r *sim.RoundStats, s string) error { r.Status = s; return nil }},
+	floatColumn("gap", func(r *sim.RoundStats) *float64 { return &r.Gap }),
+	intColumn("nodes", func(r *sim.RoundStats) *int { return &r.Nodes }),
+}
+
+func floatColumn(name string, v func(*sim.RoundStats) *float64) roundColumn {
+	return roundColumn{name,
+		func(r *sim.RoundStats) string { return strconv.FormatFloat(*v(r), 'g', 6, 64) },
+		func(r *sim.RoundStats, s string) (err error) { *v(r), err = strconv.ParseFloat(s, 64); return err }}
+}
+
+func intColumn(name string, v func(*sim.RoundStats) *int) roundColumn {
+	return roundColumn{name,
+		func(r *sim.RoundStats) string { return strconv.Itoa(*v(r)) },
+		func(r *sim.RoundStats, s string) error {
+			// Written as an integer; read as a number, as older files may hold one.
+			f, err := strconv.ParseFloat(s, 64)
+			*v(r) = int(f)
+			return err
+		}}
+}
+
+func secondsColumn(name string, v func(*sim.RoundStats) *time.Duration) roundColumn {
+	return roundColumn{name,
+		func(r *sim.RoundStats) string { return strconv.FormatFloat(v(r).Seconds(), 'g', 6, 64) },
+		func(r *sim.RoundStats, s string) error {
+			f, err := strconv.ParseFloat(s, 64)
+			*v(r) = time.Duration(f * float64(time.Second))
+			return err
+		}}
 }
 
 type jsonSummary struct {

@@ -13,12 +13,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/cli"
 	"gonum.org/v1/gonum/stat"
 
-	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/sim"
 )
 
@@ -147,36 +145,19 @@ func readRoundsCSV(r io.Reader) ([]sim.RoundStats, error) {
 	}
 	// Columns added later (wall_s ... nodes) may be missing from older
 	// files: they read as zero.
-	get := func(row []string, h string) string {
-		if k, ok := col[h]; ok && k < len(row) {
-			return row[k]
-		}
-		return ""
-	}
-	out := make([]sim.RoundStats, 0, len(rows)-1)
+	out := make([]sim.RoundStats, len(rows)-1)
 	for n, row := range rows[1:] {
-		var rs sim.RoundStats
 		var errs []error
-		num := func(h string) float64 {
-			s := get(row, h)
-			if s == "" {
-				return 0
+		for _, c := range roundColumns {
+			if k, ok := col[c.name]; ok && k < len(row) && row[k] != "" {
+				if err := c.read(&out[n], row[k]); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", c.name, err))
+				}
 			}
-			v, err := strconv.ParseFloat(s, 64)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", h, err))
-			}
-			return v
 		}
-		secs := func(h string) time.Duration { return time.Duration(num(h) * float64(time.Second)) }
-		rs.Round, rs.Active, rs.Nodes = int(num("round")), int(num("active")), int(num("nodes"))
-		rs.Start, rs.Seconds, rs.Gap = num("start_s"), num("seconds"), num("gap")
-		rs.Wall, rs.Solve, rs.Place = secs("wall_s"), secs("solve_s"), secs("place_s")
-		rs.Trigger, rs.Status = loop.TriggerKind(get(row, "trigger")), get(row, "status")
 		if len(errs) > 0 {
 			return nil, fmt.Errorf("line %d: %w", n+2, errors.Join(errs...))
 		}
-		out = append(out, rs)
 	}
 	return out, nil
 }
