@@ -45,7 +45,10 @@ gap, the largest; a seed that comes twice in one group gets no mean, as do
 summaries written before they recorded their restart cost). Rounds not
 proven are counted over the rounds file; without one, the policy's own
 counts are shown, which also count the placement stage's re-decides. A run
-stopped early (Ctrl-C, -max-rounds) says so.
+with a gap tolerance (simulate -gap-tolerance) is named so, and its rounds
+proven within the tolerance count as proven; its max gap is still the
+largest of any round not proven optimal. A run stopped early (Ctrl-C,
+-max-rounds, -max-sim-time) says so.
 `, 0, "", nil)
 }
 
@@ -76,7 +79,8 @@ type savedRun struct {
 	jsonSummary
 	// Slowest is the round with the longest solve; HaveRounds says whether
 	// a rounds file was found. Unproven counts its rounds whose decision
-	// was not proven optimal, and Gap is their largest gap.
+	// was not proven optimal, or within the run's gap tolerance when it had
+	// one, and Gap is the largest gap of a round not proven optimal.
 	Slowest    sim.RoundStats
 	HaveRounds bool
 	Unproven   int
@@ -118,7 +122,7 @@ func readSavedRuns(dir string) ([]savedRun, error) {
 				return nil, fmt.Errorf("%s: %w", rounds, err)
 			}
 			r.Slowest, r.HaveRounds = slowestRound(rs)
-			r.Unproven, r.Gap = unproven(rs)
+			r.Unproven, r.Gap = unproven(rs, r.GapTolerance)
 		}
 		runs = append(runs, r)
 	}
@@ -219,11 +223,14 @@ func notProven(r *savedRun, fromRounds float64, name string) float64 {
 
 // unproven counts the rounds whose decision a search stopped before
 // proving it optimal, and their largest gap.
-func unproven(rounds []sim.RoundStats) (int, float64) {
+func unproven(rounds []sim.RoundStats, gapTolerance float64) (int, float64) {
 	n, gap := 0, 0.0
 	for _, r := range rounds {
 		if r.Status != "" && r.Status != "optimal" {
-			n++
+			// The rounds file keeps 6 digits of a gap.
+			if r.Gap > gapTolerance*(1+1e-5) {
+				n++
+			}
 			gap = max(gap, r.Gap)
 		}
 	}
