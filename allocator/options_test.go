@@ -109,3 +109,19 @@ func TestDecideGapTolerance(t *testing.T) {
 		t.Error("no round stopped within the tolerance: Config.GapTolerance does not reach the solver")
 	}
 }
+
+// WithWorld takes the operator's facts and solver tolerance, and keeps the
+// objective's own settings.
+func TestWithWorld(t *testing.T) {
+	obj := allocator.DefaultConfig()
+	obj.Weights.Fairness, obj.NodeLimit, obj.PricePreemption = 2, 7, true
+	world := allocator.DefaultConfig()
+	world.RoundSeconds, world.RestartSeconds, world.TransferGbps, world.GapTolerance = 60, 90, 25, 1e-3
+	world.Weights.Fairness, world.NodeLimit = 5, 9
+	got := obj.WithWorld(world)
+	want := obj
+	want.RoundSeconds, want.RestartSeconds, want.TransferGbps, want.GapTolerance = 60, 90, 25, 1e-3
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("WithWorld = %+v, want %+v", got, want)
+	}
+}
