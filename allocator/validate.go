@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/nomad-fft/nomad-fft/allocator/internal/recycle"
+	"github.com/nomad-fft/nomad-fft/allocator/solver"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
 
@@ -148,7 +149,7 @@ func (c *Config) Validate() error {
 		return bad("config.debt", c.Debt, `must be "lag" (the default), "late", "ftf" or "shortfall"`)
 	case c.NodeLimit < 0:
 		return bad("config.node_limit", c.NodeLimit, "must be >= 0 (0 = default)")
-	case !(c.GapTolerance >= 0 && c.GapTolerance < 1):
+	case !solver.ValidGapTolerance(c.GapTolerance):
 		return bad("config.gap_tolerance", c.GapTolerance, "must be a relative gap in [0, 1), for example 1e-4 (0 = prove every round optimal, the default)")
 	}
 	return nil

@@ -104,11 +104,16 @@ func Solve(ctx context.Context, p *Problem, opt Options) (res Result, err error)
 	if err := p.check(); err != nil {
 		return Result{}, err
 	}
-	if !(opt.GapTolerance >= 0 && opt.GapTolerance < 1) {
+	if !ValidGapTolerance(opt.GapTolerance) {
 		return Result{}, fmt.Errorf("solver: GapTolerance %g: want 0 (prove the optimum) up to below 1, for example 1e-4", opt.GapTolerance)
 	}
 	return solve(ctx, p, opt, math.Inf(-1))
 }
+
+// ValidGapTolerance says whether v is a gap tolerance Solve takes: 0
+// (prove the optimum) up to below 1. Callers that read one from users
+// check it with this and name their own field.
+func ValidGapTolerance(v float64) bool { return v >= 0 && v < 1 }
 
 // solve stops early once the incumbent reaches target (a known lower
 // bound), which MaxUsage uses when its packing bound is met.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/solver"
 	"github.com/nomad-fft/nomad-fft/cmd/internal/connect"
 )
 
@@ -250,7 +251,7 @@ func loadConfig(path string, f *flags, set map[string]bool) (allocator.Config, e
 			eng.NodeLimit = *v
 		}
 		if v := e.GapTolerance; v != nil {
-			if !(*v >= 0 && *v < 1) {
+			if !solver.ValidGapTolerance(*v) {
 				return eng, fmt.Errorf("%s: engine gap_tolerance = %g: expected a relative gap in [0, 1), for example 1e-4 (0, the default, proves every round optimal)", path, *v)
 			}
 			eng.GapTolerance = *v

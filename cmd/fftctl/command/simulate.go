@@ -19,6 +19,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
 	"github.com/nomad-fft/nomad-fft/allocator/sim"
+	"github.com/nomad-fft/nomad-fft/allocator/solver"
 	"github.com/nomad-fft/nomad-fft/allocator/workload"
 )
 
@@ -273,7 +274,7 @@ func (f *simulateFlags) check() (*simulateOptions, error) {
 	if o.roundSeconds < 0 || o.restartSeconds < 0 || o.parallel < 1 || o.maxRounds < 0 || o.burst < 0 {
 		return nil, errors.New("-round-seconds, -restart-seconds, -max-rounds and -burst must be >= 0, -parallel >= 1")
 	}
-	if !(o.gapTolerance >= 0 && o.gapTolerance < 1) {
+	if !solver.ValidGapTolerance(o.gapTolerance) {
 		return nil, fmt.Errorf("-gap-tolerance=%g: want a relative gap in [0, 1), for example 1e-4 (0 proves every round optimal)", o.gapTolerance)
 	}
 	if o.maxSimTime < 0 {
