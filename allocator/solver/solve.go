@@ -140,8 +140,11 @@ func solve(ctx context.Context, p *Problem, opt Options, target float64) (Result
 		}
 	}
 	res, err := branchAndBound(ctx, p, opt, target, start)
-	unsettled := (err == nil && res.Status != Optimal) || (err != nil && !errors.Is(err, ErrInfeasible))
-	if fallback > 0 && unsettled && ctx.Err() == nil {
+	// An answer proven within the caller's gap tolerance is settled too:
+	// the DP would only redo, exactly, the work the tolerance skipped.
+	settled := err == nil && (res.Status == Optimal || opt.GapTolerance > 0 && res.Gap <= opt.GapTolerance) ||
+		errors.Is(err, ErrInfeasible)
+	if fallback > 0 && !settled && ctx.Err() == nil {
 		return byDP(fallback)
 	}
 	return res, err

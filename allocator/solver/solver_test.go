@@ -244,6 +244,54 @@ func TestSolveGapTolerance(t *testing.T) {
 	}
 }
 
+// TestSolveGapToleranceMidSized checks the tolerance on clusters too
+// large for the DP outright but small enough for its fallback: an answer
+// proven within the tolerance is returned as it is, not solved again by
+// the DP, and stays within the tolerance of the DP's optimum.
+func TestSolveGapToleranceMidSized(t *testing.T) {
+	instances, r := sweep(t, 100, 13, 14)
+	ctx := context.Background()
+	const tolerance = 0.3
+	short := 0
+	for it := 0; it < instances; it++ {
+		// Three models of 22 to 30 GPUs and 32 to 40 items: 12,167 to
+		// 29,791 load states, over dpRootWork and under dpFallbackWork.
+		p := &Problem{Capacity: make([]int, 3), Size: make([]int, 32+r.IntN(9))}
+		for i := range p.Capacity {
+			p.Capacity[i] = 22 + r.IntN(9)
+		}
+		p.Cost = make([]float64, p.N()*p.M())
+		drawItems(r, p, []int{1, 1, 1, 2, 2, 4, 4, 8})
+		if dpSize(p, dpRootWork) > 0 || dpSize(p, dpFallbackWork) == 0 {
+			t.Fatalf("instance %d is not mid-sized: capacities %v, %d items", it, p.Capacity, p.N())
+		}
+		if pack, err := MaxUsage(ctx, p, Options{}); err == nil {
+			p.MinUsage = r.IntN(pack.Usage + 1)
+		}
+		exact, err := Solve(ctx, p, Options{})
+		if err != nil || exact.Status != Optimal {
+			t.Fatalf("instance %d: exact Solve = %v (%v), want Optimal\n%s", it, exact.Status, err, dump(p))
+		}
+		res, err := Solve(ctx, p, Options{GapTolerance: tolerance})
+		if err != nil {
+			t.Fatalf("instance %d: %v\n%s", it, err, dump(p))
+		}
+		got, tol := p.Objective(res.Choice), tolFor(p)
+		if !p.Feasible(res.Choice) || got > exact.Objective+tolerance*math.Max(1, math.Abs(got))+tol || res.Gap > tolerance+1e-12 {
+			t.Fatalf("instance %d: objective %v gap %v (feasible %v), optimum %v\n%s", it, got, res.Gap, p.Feasible(res.Choice), exact.Objective, dump(p))
+		}
+		if res.Status != Optimal {
+			short++
+		}
+	}
+	t.Logf("%d of %d mid-sized searches stopped within their tolerance", short, instances)
+	// The DP fallback proves every answer it gives: with it run again
+	// after the tolerance, no answer here would stop short.
+	if short == 0 {
+		t.Errorf("no search of %d mid-sized ones stopped within its tolerance", instances)
+	}
+}
+
 // TestSolveWithoutStart checks that the search finds feasible answers on its
 // own, for MinUsage below, at and above what can be reached.
 func TestSolveWithoutStart(t *testing.T) {
