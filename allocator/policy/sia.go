@@ -30,7 +30,8 @@ const (
 //
 // where g_ji is the job's rate on model i over its slowest feasible rate.
 // It is solved exactly by the round engine's solver (same constraints as
-// FFT's round without (7)). Without (7) its LP gap stays about 1e-4 on
+// FFT's round without (7)), or within the engine config's GapTolerance
+// when the operator sets one. Without (7) its LP gap stays about 1e-4 on
 // rounds of thousands of jobs, so in HEADLINE.md's large setting most
 // rounds from about 2,200 jobs down stop at the solver's work limit,
 // reported with their gap (PolicyStats; allocator/sim/HEADLINE.md).
@@ -114,7 +115,13 @@ func (sia *Sia) schedule(ctx context.Context, s *Snapshot) (Assignment, *solver.
 		}
 	}
 	a := make(Assignment, n)
-	res, err := solveSafe(ctx, p)
+	var opt solver.Options
+	if s.Instance != nil {
+		// The operator's gap tolerance (engine config, 0 by default)
+		// holds for every policy the exact solver decides.
+		opt.GapTolerance = s.Instance.Config.GapTolerance
+	}
+	res, err := solveSafe(ctx, p, opt)
 	if err != nil {
 		sia.Fallbacks++
 		return siaGreedy(s, p), nil
@@ -159,11 +166,11 @@ func siaGreedy(s *Snapshot, p *solver.Problem) Assignment {
 
 // solveSafe runs the exact solver and turns a panic into an error, so a
 // solver fault degrades Sia to its greedy fallback instead of failing.
-func solveSafe(ctx context.Context, p *solver.Problem) (res solver.Result, err error) {
+func solveSafe(ctx context.Context, p *solver.Problem, opt solver.Options) (res solver.Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("solver panicked: %v", r)
 		}
 	}()
-	return solver.Solve(ctx, p, solver.Options{})
+	return solver.Solve(ctx, p, opt)
 }

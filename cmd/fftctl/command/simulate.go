@@ -82,8 +82,9 @@ type simulateOptions struct {
 	plots     bool
 	parallel  int
 	maxRounds int
-	// gapTolerance is the solver's relative gap tolerance in every FFT
-	// policy's rounds (allocator.Config.GapTolerance; 0 proves optimality).
+	// gapTolerance is the solver's relative gap tolerance in every round
+	// the exact solver decides, FFT's and sia's (allocator.Config.GapTolerance;
+	// 0 proves optimality).
 	gapTolerance float64
 	// maxSimTime stops each run at this simulated time (0: none).
 	maxSimTime time.Duration
@@ -160,7 +161,7 @@ func (c *SimulateCommand) ownFlags(fs *flag.FlagSet) {
 	fs.IntVar(&f.parallel, "parallel", 1, "Runs at once.")
 	fs.IntVar(&f.maxRounds, "max-rounds", 0, "Stop a run after this many rounds; 0 is 10,000,000.")
 	fs.Float64Var(&f.gapTolerance, "gap-tolerance", 0,
-		"Let the FFT policies' solver stop each round once its answer is proven within this relative `gap` of the optimum, for example 1e-4 (the fft-allocator's engine gap_tolerance); 0 proves every round optimal.")
+		"Let the exact solver (the FFT policies' and sia's) stop each round once its answer is proven within this relative `gap` of the optimum, for example 1e-4 (the fft-allocator's engine gap_tolerance); 0 proves every round optimal.")
 	fs.DurationVar(&f.maxSimTime, "max-sim-time", 0,
 		"Stop a run once this much simulated `time` has passed, for example 1000h, counting the jobs left as unfinished (a policy that never finishes some jobs then still ends); 0 runs until the jobs are done.")
 	fs.BoolVar(&f.wide, "wide", false, "Print every metric of the table (24 columns) instead of the main ones.")
