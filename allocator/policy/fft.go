@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
-	"github.com/nomad-fft/nomad-fft/allocator/solver"
 )
 
 // FFT registry names: the paper's configuration and our variants. A
@@ -48,10 +47,8 @@ const DefaultStarveRounds = 2
 type FFT struct {
 	name string
 	cfg  allocator.Config
-	// notOptimal counts rounds the solver stopped at its node limit;
-	// maxGap is the largest gap it proved then.
-	notOptimal int
-	maxGap     float64
+	// searched counts the rounds the solver did not prove optimal.
+	searched searchCounts
 }
 
 var (
@@ -184,10 +181,7 @@ func (p *FFT) Decide(ctx context.Context, s *Snapshot) (*allocator.Decision, err
 	if err != nil {
 		return nil, fmt.Errorf("fft round %d: %w", s.Round, err)
 	}
-	if d.Status != solver.Optimal {
-		p.notOptimal++
-		p.maxGap = max(p.maxGap, d.Gap)
-	}
+	p.searched.add(d.Status, d.Gap, in.Config.GapTolerance)
 	return d, nil
 }
 
@@ -200,7 +194,8 @@ func (p *FFT) Schedule(ctx context.Context, s *Snapshot) (Assignment, error) {
 	return Assignment(d.Assignment()), nil
 }
 
-// PolicyStats reports rounds not solved to optimality and their worst gap.
+// PolicyStats reports rounds not solved to optimality, those of them
+// proven within the gap tolerance, and their worst gap.
 func (p *FFT) PolicyStats() map[string]float64 {
-	return map[string]float64{"rounds_not_optimal": float64(p.notOptimal), "max_gap": p.maxGap}
+	return p.searched.stats(map[string]float64{})
 }

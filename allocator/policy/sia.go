@@ -39,10 +39,9 @@ type Sia struct {
 	// Fallbacks counts rounds the exact solver failed and the greedy
 	// fallback decided.
 	Fallbacks int
-	// notOptimal counts rounds whose search stopped at a limit, maxGap
-	// their worst proven gap, as FFT's PolicyStats reports them.
-	notOptimal int
-	maxGap     float64
+	// searched counts the rounds the solver did not prove optimal, as
+	// FFT's PolicyStats reports them.
+	searched searchCounts
 }
 
 var (
@@ -59,7 +58,7 @@ func (*Sia) Name() string { return SiaName }
 // PolicyStats reports the solver fallbacks, and the rounds not solved to
 // optimality with their worst gap (FFT's keys).
 func (p *Sia) PolicyStats() map[string]float64 {
-	return map[string]float64{"solver_fallbacks": float64(p.Fallbacks), "rounds_not_optimal": float64(p.notOptimal), "max_gap": p.maxGap}
+	return p.searched.stats(map[string]float64{"solver_fallbacks": float64(p.Fallbacks)})
 }
 
 func (sia *Sia) Schedule(ctx context.Context, s *Snapshot) (Assignment, error) {
@@ -126,10 +125,7 @@ func (sia *Sia) schedule(ctx context.Context, s *Snapshot) (Assignment, *solver.
 		sia.Fallbacks++
 		return siaGreedy(s, p), nil
 	}
-	if res.Status != solver.Optimal {
-		sia.notOptimal++
-		sia.maxGap = max(sia.maxGap, res.Gap)
-	}
+	sia.searched.add(res.Status, res.Gap, opt.GapTolerance)
 	for k, c := range res.Choice {
 		if c >= 0 {
 			a[s.Jobs[k].ID] = s.Models[c].Name

@@ -14,7 +14,7 @@ import (
 // tolerance of the exact answer; without an engine instance, Sia proves.
 func TestSiaGapTolerance(t *testing.T) {
 	const tolerance = 0.5
-	ctx, short := context.Background(), 0
+	ctx, short, loosePolicy := context.Background(), 0, &Sia{}
 	for _, n := range []int{60, 120, 240} {
 		s := largeSnapshot(n, 8)
 		_, exact := (&Sia{}).schedule(ctx, s)
@@ -22,7 +22,7 @@ func TestSiaGapTolerance(t *testing.T) {
 			t.Fatalf("%d jobs: exact Sia round %+v, want a proven one", n, exact)
 		}
 		s.Instance = &allocator.Instance{Config: allocator.Config{GapTolerance: tolerance}}
-		_, loose := (&Sia{}).schedule(ctx, s)
+		_, loose := loosePolicy.schedule(ctx, s)
 		if loose == nil {
 			t.Fatalf("%d jobs: Sia fell back to greedy under a tolerance", n)
 		}
@@ -36,5 +36,38 @@ func TestSiaGapTolerance(t *testing.T) {
 	}
 	if short == 0 {
 		t.Error("no Sia round stopped within the tolerance: the engine's GapTolerance does not reach Sia's solver")
+	}
+	if got := loosePolicy.PolicyStats()["rounds_within_tolerance"]; got != float64(short) {
+		t.Errorf("PolicyStats rounds_within_tolerance = %v, want %d", got, short)
+	}
+}
+
+// TestSearchCounts checks which rounds PolicyStats counts: every round
+// not proven optimal, and apart those proven within a tolerance above 0.
+func TestSearchCounts(t *testing.T) {
+	var c searchCounts
+	for _, r := range []struct {
+		status         solver.Status
+		gap, tolerance float64
+	}{
+		{solver.Optimal, 0, 1e-3},
+		{solver.Feasible, 5e-4, 1e-3}, // within the tolerance
+		{solver.Feasible, 2e-3, 1e-3}, // stopped at a limit
+		{solver.Feasible, 4e-4, 0},    // stopped at a limit, no tolerance
+	} {
+		c.add(r.status, r.gap, r.tolerance)
+	}
+	got := c.stats(map[string]float64{"other": 1})
+	want := map[string]float64{"other": 1, "rounds_not_optimal": 3, "rounds_within_tolerance": 1, "max_gap": 2e-3}
+	if len(got) != len(want) {
+		t.Fatalf("stats = %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("stats[%q] = %v, want %v", k, got[k], v)
+		}
+	}
+	if _, ok := (&searchCounts{}).stats(map[string]float64{})["rounds_within_tolerance"]; ok {
+		t.Error("rounds_within_tolerance reported without any such round")
 	}
 }
