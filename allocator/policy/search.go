@@ -18,7 +18,7 @@ func (c *searchCounts) add(status solver.Status, gap, tolerance float64) {
 	}
 	c.notOptimal++
 	c.maxGap = max(c.maxGap, gap)
-	if tolerance > 0 && gap <= tolerance {
+	if solver.WithinGapTolerance(gap, tolerance) {
 		c.withinTolerance++
 	}
 }

@@ -115,6 +115,12 @@ func Solve(ctx context.Context, p *Problem, opt Options) (res Result, err error)
 // check it with this and name their own field.
 func ValidGapTolerance(v float64) bool { return v >= 0 && v < 1 }
 
+// WithinGapTolerance says whether an answer not proven optimal, whose
+// proven gap is gap (Result.Gap), was stopped within the gap tolerance:
+// only a tolerance above 0 lets a search stop short, so with 0 it never
+// is. Callers that count or settle such answers share this rule.
+func WithinGapTolerance(gap, tolerance float64) bool { return tolerance > 0 && gap <= tolerance }
+
 // solve stops early once the incumbent reaches target (a known lower
 // bound), which MaxUsage uses when its packing bound is met.
 func solve(ctx context.Context, p *Problem, opt Options, target float64) (Result, error) {
@@ -142,7 +148,7 @@ func solve(ctx context.Context, p *Problem, opt Options, target float64) (Result
 	res, err := branchAndBound(ctx, p, opt, target, start)
 	// An answer proven within the caller's gap tolerance is settled too:
 	// the DP would only redo, exactly, the work the tolerance skipped.
-	settled := err == nil && (res.Status == Optimal || opt.GapTolerance > 0 && res.Gap <= opt.GapTolerance) ||
+	settled := err == nil && (res.Status == Optimal || WithinGapTolerance(res.Gap, opt.GapTolerance)) ||
 		errors.Is(err, ErrInfeasible)
 	if fallback > 0 && !settled && ctx.Err() == nil {
 		return byDP(fallback)

@@ -18,6 +18,7 @@ import (
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/nomad-fft/nomad-fft/allocator/sim"
+	"github.com/nomad-fft/nomad-fft/allocator/solver"
 )
 
 // TabulateCommand reads back what `fftctl simulate -out` wrote and prints
@@ -228,7 +229,7 @@ func unproven(rounds []sim.RoundStats, gapTolerance float64) (int, float64) {
 	for _, r := range rounds {
 		if r.Status != "" && r.Status != "optimal" {
 			// The rounds file keeps 6 digits of a gap.
-			if r.Gap > gapTolerance*(1+1e-5) {
+			if !solver.WithinGapTolerance(r.Gap, gapTolerance*(1+1e-5)) {
 				n++
 			}
 			gap = max(gap, r.Gap)

@@ -101,6 +101,10 @@ func TestTabulateRuns(t *testing.T) {
 	// runs' mean, and a round proven within it counts as proven.
 	run("fft-rate-w0.25", 2, 60, 1e-4, 3*time.Minute, 32, 0.5, 500, "",
 		append(slices.Clone(rounds), sim.RoundStats{Round: 1949, Active: 560, Solve: time.Millisecond, Status: "feasible", Gap: 1e-4}))
+	// Exact, a round not proven optimal whose gap rounds to 0 (a stalled
+	// LP) is still counted: only a tolerance lets a round stop short.
+	run("fft", 1, 120, 0, 52*time.Minute, 29.4, 0.4, 2019, "",
+		append(slices.Clone(rounds), sim.RoundStats{Round: 1949, Active: 560, Solve: time.Millisecond, Status: "feasible"}))
 
 	var b bytes.Buffer
 	ui := cli.NewMockUi()
@@ -124,6 +128,7 @@ func TestTabulateRuns(t *testing.T) {
 		{"fft-rate-w0.25 2 60 s", []string{"10 min 31 s", "4,002", "4,000", "32.0", "16.0", "0.500", "1.00", "5.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "1", "2.0e-04", "1947 (562): 1.72 s, feasible"}},
 		{"fft-rate-w0.25 (gap tolerance 0.0001) 2 60 s", []string{"3 min 0 s", "4,002", "4,000", "32.0", "16.0", "0.500", "1.00", "5.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "1", "2.0e-04", "1947 (562): 1.72 s, feasible"}},
 		{"fft-rate-w0.25 1 0 s", []string{"52 min 0 s", "4,001", "4,000", "29.4", "14.7", "0.400", "0.80", "4.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "1", "2.0e-04", "1947 (562): 1.72 s, feasible"}},
+		{"fft 1 120 s", []string{"52 min 0 s", "4,001", "4,000", "29.4", "14.7", "0.400", "0.80", "4.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "2", "2.0e-04", "1947 (562): 1.72 s, feasible"}},
 		// No search: nothing to prove, and no status shown.
 		{"gavel-ftf 1 60 s", []string{"2 min 48 s", "4,001", "4,000", "50.6", "25.3", "0.900", "1.80", "9.0%", "2.00", "0.50", "10.0 ms", "980.0 ms", "1.72 s", "-", "-", "7 (4,006): 300.0 ms"}},
 		// Stopped by Ctrl-C, and no rounds file: the policy's counts.
@@ -153,8 +158,8 @@ func TestTabulateRuns(t *testing.T) {
 		strings.Count(b3.String(), "| gavel-ftf | 1 | 60 s |") != 2 {
 		t.Errorf("seed 1 of gavel-ftf in two folders: exit %d, want its two rows and no mean:\n%s", code, b3.String())
 	}
-	if len(rows) != 2+7 {
-		t.Errorf("%d lines, want a header, a rule, 6 runs and 1 mean:\n%s", len(rows), b.String())
+	if len(rows) != 2+8 {
+		t.Errorf("%d lines, want a header, a rule, 7 runs and 1 mean:\n%s", len(rows), b.String())
 	}
 	for _, args := range [][]string{nil, {t.TempDir()}} {
 		ui := cli.NewMockUi()
