@@ -163,9 +163,11 @@ throughput = "NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=3"`, py, pyDir, torch
 		return nil
 	})
 
-	// The throughput the driver reports from the V100 is the one the task's step times give.
+	// The throughput the driver reports from the V100 is the one the task's step times give,
+	// over its last 40 steps: all of them the V100 run's, whose first step line is parkStep+1
+	// (a report at exactly parkStep+40 would ask for the A100 run's last line).
 	r := reportWhere("a V100 report with a throughput", func(r torchReport) bool {
-		return r.GPUModel == modelV100 && r.Throughput != nil && r.Done >= float64(parkStep)+40
+		return r.GPUModel == modelV100 && r.Throughput != nil && r.Done > float64(parkStep)+40
 	})
 	// The report can come before the step lines reach the task's log (Nomad's logmon copies
 	// them from a FIFO), so read the log until it holds the reported step.
