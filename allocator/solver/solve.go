@@ -85,7 +85,7 @@ func nodeCost(p *Problem) int { return p.N()*p.M() + nodeWork }
 // options, of which it sorts c: about a third of a unit per comparison.
 func roundWork(scanned, c int) int { return scanned/4 + c*bits.Len(uint(c))/3 }
 
-// relTolObjective times max(1, |root LP value|) is the absolute tolerance
+// relTolObjective times max(1, |incumbent's value|) is the absolute tolerance
 // under which two objective values count as equal: far below the 1e-6
 // relative gap we promise, far above float rounding of the sums.
 const relTolObjective = 1e-9
@@ -258,9 +258,10 @@ type search struct {
 	// recurse into another core heuristic.
 	nested bool
 	// tol is the absolute tolerance under which objective values count
-	// as equal, set at the root: relative to the objective, and never
-	// below the rounding of the root LP's terms.
-	tol float64
+	// as equal, set at the root (retol): relative to the objective, and
+	// never below the rounding of the root LP's terms (noise). rootValue is
+	// the root LP's value, the objective's scale until an incumbent exists.
+	tol, noise, rootValue float64
 	// unproven: some node was left without proof (an LP stalled on float
 	// noise); the answer is then Feasible with the gap that is proven.
 	unproven bool
@@ -313,6 +314,9 @@ func newSearch(ctx context.Context, p *Problem, opt Options, target float64, ar 
 func (s *search) offer(choice []int) {
 	if v := s.p.objective(choice); v < s.bestVal {
 		s.best, s.bestVal, choice = choice, v, s.best
+		if s.tol != 0 {
+			s.retol()
+		}
 	}
 	s.spare = choice // the loser's buffer serves the next offer
 }
@@ -383,10 +387,24 @@ func (s *search) solveNode(sub *Problem, idx []int, warm *warmStart, fixedCost, 
 		s.ar.release(lp)
 		return nil
 	}
-	if s.tol == 0 { // the root: scale the tolerance to the objective
-		s.tol = math.Max(relTolObjective*math.Max(1, math.Abs(fixedCost+lp.value)), lp.noise)
+	if s.tol == 0 { // the root
+		s.noise, s.rootValue = lp.noise, fixedCost+lp.value
+		s.retol()
 	}
 	return lp
+}
+
+// retol scales tol to the incumbent's value, or to the root LP's while
+// there is none. The LP's value alone is not the objective's scale: when a
+// huge cost runs only in the relaxation (a gang that fits no integral
+// assignment), 1e-9 of it can exceed the difference between two
+// assignments, and the search would cut the better one.
+func (s *search) retol() {
+	scale := s.rootValue
+	if !math.IsInf(s.bestVal, 1) {
+		scale = s.bestVal
+	}
+	s.tol = math.Max(relTolObjective*math.Max(1, math.Abs(scale)), s.noise)
 }
 
 // explore goes on from a node that solveNode solved: it prunes, offers
