@@ -61,9 +61,11 @@ func lagrangeSize(p *Problem) bool {
 // knapsackBound returns L(u, mu) for sub, whose item j is original item
 // idx[j] (u is indexed by original items). If take is not nil it also
 // sets take[j] to the number of knapsacks that chose item j (the
-// subgradient is take[j] - 1) and returns the GPUs they use. best is
-// scratch of at least max(Y)+1.
-func knapsackBound(sub *Problem, idx []int, u []float64, mu float64, take []int, best []float64) (float64, int) {
+// subgradient is take[j] - 1) and returns the GPUs they use; picked, when
+// not nil, gets the cheapest of those knapsacks' models for each item (-1:
+// none), which lagrangeRepair turns into an assignment. best is scratch of
+// at least max(Y)+1.
+func knapsackBound(sub *Problem, idx []int, u []float64, mu float64, take, picked []int, best []float64) (float64, int) {
 	m, n := sub.M(), sub.N()
 	L := mu * float64(sub.MinUsage)
 	used := 0
@@ -72,6 +74,9 @@ func knapsackBound(sub *Problem, idx []int, u []float64, mu float64, take []int,
 	}
 	for j := range take {
 		take[j] = 0
+	}
+	for j := range picked {
+		picked[j] = -1
 	}
 	var pick []bool
 	for i := 0; i < m; i++ {
@@ -109,6 +114,9 @@ func knapsackBound(sub *Problem, idx []int, u []float64, mu float64, take []int,
 			for j := n - 1; j >= 0 && w > 0; j-- {
 				if pick[j*(y+1)+w] {
 					take[j]++
+					if picked != nil && (picked[j] < 0 || sub.Cost[j*m+i] < sub.Cost[j*m+picked[j]]) {
+						picked[j] = i
+					}
 					used += sub.Size[j]
 					w -= sub.Size[j]
 				}
@@ -131,11 +139,14 @@ func grown[T any](b []T, n int) []T {
 // lagrangeRoot runs the subgradient ascent on node p (the first that
 // branches once an incumbent exists, usually the root; idx maps its items
 // to the original ones, fixedCost is what its fixings cost), from the
-// LP's duals, with Polyak steps towards the incumbent's value. It sets
-// s.lagU and s.lagMu to the best multipliers and returns their bound for p,
+// LP's duals, with Polyak steps towards the incumbent's value. Each step's
+// knapsacks are also repaired into an assignment (lagrangeRepair): on a
+// round that must fill every GPU with gangs the rounding heuristics find
+// poor incumbents, and a step aimed at a poor one overshoots. When the
+// incumbent improves the steps aim at it afresh. It sets s.lagU and
+// s.lagMu to the best multipliers and returns their bound for p,
 // fixedCost excluded.
 func (s *search) lagrangeRoot(p *Problem, idx []int, lp *lpSolution, fixedCost float64) float64 {
-	target := s.bestVal - fixedCost
 	m, n := p.M(), p.N()
 	maxY := 0
 	for _, y := range s.p.Capacity { // no node has more
@@ -152,13 +163,17 @@ func (s *search) lagrangeRoot(p *Problem, idx []int, lp *lpSolution, fixedCost f
 			}
 		}
 	}
-	take := make([]int, n)
+	take, picked := make([]int, n), make([]int, n)
 	bestU, bestMu := append([]float64(nil), u...), mu
 	s.work += knapsackWork(p)
-	bestL, used := knapsackBound(p, idx, u, mu, take, s.lagBest)
+	bestL, used := knapsackBound(p, idx, u, mu, take, picked, s.lagBest)
 	L := bestL
 	theta, stale := 1.0, 0
 	for it := 0; it < lagrangeIterations; it++ {
+		if before := s.bestVal; s.lagrangeRepair(p, idx, fixedCost, picked) && s.bestVal < before {
+			theta, stale = 1, 0
+		}
+		target := s.bestVal - fixedCost
 		norm := 0.0
 		for j := 0; j < n; j++ {
 			g := float64(take[j] - 1)
@@ -181,7 +196,7 @@ func (s *search) lagrangeRoot(p *Problem, idx []int, lp *lpSolution, fixedCost f
 		}
 		mu = math.Max(0, mu+step*gmu)
 		s.work += knapsackWork(p)
-		L, used = knapsackBound(p, idx, u, mu, take, s.lagBest)
+		L, used = knapsackBound(p, idx, u, mu, take, picked, s.lagBest)
 		if L > bestL {
 			bestL, bestMu = L, mu
 			copy(bestU, u)
@@ -385,7 +400,7 @@ func (s *search) lagrangeNode(sub *Problem, idx []int, fixedCost float64) float6
 	s.work += knapsackWork(sub)
 	take := s.ar.zeroInts(n)
 	defer s.ar.putInts(take)
-	L, used := knapsackBound(sub, idx, s.lagU, s.lagMu, take, s.lagBest)
+	L, used := knapsackBound(sub, idx, s.lagU, s.lagMu, take, nil, s.lagBest)
 	for it := 0; it < lagrangeNodeSteps && L < target-s.tol; it++ {
 		norm := 0.0
 		for j := 0; j < n; j++ {
@@ -412,7 +427,7 @@ func (s *search) lagrangeNode(sub *Problem, idx []int, fixedCost float64) float6
 		oldMu := s.lagMu
 		s.lagMu = math.Max(0, oldMu+step*gmu)
 		s.work += knapsackWork(sub)
-		L2, used2 := knapsackBound(sub, idx, s.lagU, s.lagMu, take, s.lagBest)
+		L2, used2 := knapsackBound(sub, idx, s.lagU, s.lagMu, take, nil, s.lagBest)
 		if L2 <= L { // no better here: back to where it was
 			for j := 0; j < n; j++ {
 				s.lagU[idx[j]] = old[j]
