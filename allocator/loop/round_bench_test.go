@@ -1,0 +1,69 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
+	"github.com/nomad-fft/nomad-fft/allocator/policy"
+)
+
+// BenchmarkWarmRound times the allocator's own share of a warm live round: the round loop of
+// fft-allocator, with its default policy (policy.DefaultName) and full records, driven through the Harness and the
+// MemStore, so Nomad's and Consul's round trips are left out (the e2e BenchmarkWarmRound*Jobs
+// measure them with real agents). The cluster and jobs are that benchmark's: one host of 64
+// V100s and one of 64 A100s, 2-GPU jobs of 20-200 work units with throughputs A100=4, V100=1,
+// 20 s rounds, after 10 rounds have run (the policy then swaps some jobs in most rounds:
+// changes/op counts the plan's changes).
+//
+//	go test -run '^$' -bench WarmRound -benchmem ./allocator/loop/
+func BenchmarkWarmRound(b *testing.B) {
+	for _, jobs := range []int{5000, 20000} {
+		b.Run(fmt.Sprintf("jobs=%d", jobs), func(b *testing.B) { benchmarkWarmRound(b, jobs) })
+	}
+}
+
+func benchmarkWarmRound(b *testing.B, jobs int) {
+	h := &Harness{Hosts: []placement.Host{
+		{ID: "v100", Model: v100, GPUs: 64},
+		{ID: "a100", Model: a100, GPUs: 64},
+	}}
+	for i := range jobs {
+		h.Set(NewJob(fmt.Sprintf("load-%05d", i)).GPUs(2).Work(float64(20+i%37*5)).TP(a100, 4).TP(v100, 1).Obj())
+	}
+	cfg := allocator.DefaultConfig()
+	cfg.RoundSeconds = 20
+	pol, err := policy.New(policy.DefaultName, policy.Options{RestartSeconds: cfg.RestartSeconds})
+	if err != nil {
+		b.Fatal(err)
+	}
+	clock := &HarnessClock{T: time.Unix(1_700_000_000, 0)}
+	l := New(h, h, NewMemStore(false), WithConfig(cfg), WithPolicy(pol), WithClock(clock.Now))
+	ctx := context.Background()
+	round := func() *RoundRecord {
+		rec, err := l.RunRound(ctx, TriggerSchedule, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		clock.Advance(20 * time.Second)
+		return rec
+	}
+	// The cold round, and enough rounds after it that jobs have attained service and the
+	// policy swaps some of them.
+	for range 10 {
+		round()
+	}
+	var changes int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		rec := round()
+		for _, n := range rec.Apply.Applied {
+			changes += n
+		}
+	}
+	b.ReportMetric(float64(changes)/float64(b.N), "changes/op")
+}
