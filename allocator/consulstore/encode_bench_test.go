@@ -6,26 +6,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 	"github.com/nomad-fft/nomad-fft/allocator/roundtime"
 )
 
 // BenchmarkRecordEncoding times what Record encodes each round at the
-// warm-round benchmark's sizes (e2e BenchmarkWarmRound*Jobs: managed jobs
-// on two 64-GPU models), without Consul: the round record and the job
+// warm-round benchmark's sizes (loop.LoadHarness, as e2e
+// BenchmarkWarmRound*Jobs: managed jobs on two hosts of 64 GPUs), without Consul: the round record and the job
 // chunks that changed, in the memory Record keeps from round to round.
 //
 //	go test -run '^$' -bench RecordEncoding -benchmem ./allocator/consulstore/
 func BenchmarkRecordEncoding(b *testing.B) {
 	for _, n := range []int{5000, 20000} {
 		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
-			h := &loop.Harness{Models: []allocator.Model{{Name: "V100", GPUs: 64}, {Name: "A100", GPUs: 64}}, Jobs: map[string]*loop.Job{}}
-			for i := range n {
-				name := fmt.Sprintf("load-%05d", i)
-				j := loop.NewJob(name).Work(float64(20+i%37*5)).TP("V100", 1).TP("A100", 2).Obj()
-				h.Jobs[j.ID] = &j
-			}
+			h := loop.LoadHarness(n)
 			st := loop.NewMemStore(true)
 			l := loop.New(h, h, st)
 			var prev *loop.Ledger

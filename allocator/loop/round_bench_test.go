@@ -7,17 +7,15 @@ import (
 	"time"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
-	"github.com/nomad-fft/nomad-fft/allocator/placement"
 	"github.com/nomad-fft/nomad-fft/allocator/policy"
 )
 
-// BenchmarkWarmRound times the allocator's own share of a warm live round: the round loop of
-// fft-allocator, with its default policy (policy.DefaultName) and full records, driven through the Harness and the
-// MemStore, so Nomad's and Consul's round trips are left out (the e2e BenchmarkWarmRound*Jobs
-// measure them with real agents). The cluster and jobs are that benchmark's: one host of 64
-// V100s and one of 64 A100s, 2-GPU jobs of 20-200 work units with throughputs A100=4, V100=1,
-// 20 s rounds, after 10 rounds have run (the policy then swaps some jobs in most rounds:
-// changes/op counts the plan's changes).
+// BenchmarkWarmRound times the round loop's own work in a warm live round: fft-allocator's
+// loop, with its default policy (policy.DefaultName) and full records, driven through the
+// Harness and the MemStore, so the Nomad and Consul clients (their calls, decoding and
+// encoding) are left out; the e2e BenchmarkWarmRound*Jobs measure them with real agents. The
+// cluster and jobs are that benchmark's (LoadHarness), with 20 s rounds, after 10 rounds have
+// run (the policy then swaps some jobs in most rounds: changes/op counts the plan's changes).
 //
 //	go test -run '^$' -bench WarmRound -benchmem ./allocator/loop/
 func BenchmarkWarmRound(b *testing.B) {
@@ -27,13 +25,7 @@ func BenchmarkWarmRound(b *testing.B) {
 }
 
 func benchmarkWarmRound(b *testing.B, jobs int) {
-	h := &Harness{Hosts: []placement.Host{
-		{ID: "v100", Model: v100, GPUs: 64},
-		{ID: "a100", Model: a100, GPUs: 64},
-	}}
-	for i := range jobs {
-		h.Set(NewJob(fmt.Sprintf("load-%05d", i)).GPUs(2).Work(float64(20+i%37*5)).TP(a100, 4).TP(v100, 1).Obj())
-	}
+	h := LoadHarness(jobs)
 	cfg := allocator.DefaultConfig()
 	cfg.RoundSeconds = 20
 	pol, err := policy.New(policy.DefaultName, policy.Options{RestartSeconds: cfg.RestartSeconds})
