@@ -58,14 +58,21 @@ func lagrangeSize(p *Problem) bool {
 	return p.N()*total <= lagrangeMaxWork
 }
 
+// knapsackScratch is knapsackBound's scratch, kept by a search across calls:
+// best is a knapsack's table by capacity, pick its choices by item and
+// capacity.
+type knapsackScratch struct {
+	best []float64
+	pick []bool
+}
+
 // knapsackBound returns L(u, mu) for sub, whose item j is original item
 // idx[j] (u is indexed by original items). If take is not nil it also
 // sets take[j] to the number of knapsacks that chose item j (the
 // subgradient is take[j] - 1) and returns the GPUs they use; picked, when
 // not nil, gets the cheapest of those knapsacks' models for each item (-1:
-// none), which lagrangeRepair turns into an assignment. best is scratch of
-// at least max(Y)+1.
-func knapsackBound(sub *Problem, idx []int, u []float64, mu float64, take, picked []int, best []float64) (float64, int) {
+// none), which lagrangeRepair turns into an assignment.
+func knapsackBound(sub *Problem, idx []int, u []float64, mu float64, take, picked []int, ks *knapsackScratch) (float64, int) {
 	m, n := sub.M(), sub.N()
 	L := mu * float64(sub.MinUsage)
 	used := 0
@@ -78,16 +85,18 @@ func knapsackBound(sub *Problem, idx []int, u []float64, mu float64, take, picke
 	for j := range picked {
 		picked[j] = -1
 	}
-	var pick []bool
 	for i := 0; i < m; i++ {
 		y := sub.Capacity[i]
 		if y <= 0 {
 			continue
 		}
-		b := best[:y+1]
-		clear(b)
+		w1 := y + 1
+		b := grown(ks.best, w1)
+		ks.best = b
+		var pick []bool
 		if take != nil {
-			pick = grown(pick, n*(y+1))
+			pick = grown(ks.pick, n*w1)
+			ks.pick = pick
 		}
 		for j := 0; j < n; j++ {
 			c := sub.Cost[j*m+i]
@@ -99,20 +108,17 @@ func knapsackBound(sub *Problem, idx []int, u []float64, mu float64, take, picke
 			if v >= 0 {
 				continue
 			}
-			for w := y; w >= d; w-- {
-				if nv := b[w-d] + v; nv < b[w] {
-					b[w] = nv
-					if take != nil {
-						pick[j*(y+1)+w] = true
-					}
-				}
+			var row []bool
+			if pick != nil {
+				row = pick[j*w1 : (j+1)*w1]
 			}
+			knapsackItem(b, v, d, row)
 		}
 		L += b[y]
 		if take != nil {
 			w := y
 			for j := n - 1; j >= 0 && w > 0; j-- {
-				if pick[j*(y+1)+w] {
+				if pick[j*w1+w] {
 					take[j]++
 					if picked != nil && (picked[j] < 0 || sub.Cost[j*m+i] < sub.Cost[j*m+picked[j]]) {
 						picked[j] = i
@@ -124,6 +130,32 @@ func knapsackBound(sub *Problem, idx []int, u []float64, mu float64, take, picke
 		}
 	}
 	return L, used
+}
+
+// knapsackItem adds an item of value v < 0 and size d to knapsack table b
+// (b[w]: the best value within w GPUs), marking in pick (empty: not wanted)
+// the capacities where it improves the table. Capacities fall so that the
+// item is counted once; the slices are cut to one length so that the loop
+// runs without bounds checks, the knapsacks' hottest loop.
+func knapsackItem(b []float64, v float64, d int, pick []bool) {
+	dst := b[d:]
+	src := b[:len(dst)]
+	if len(pick) == 0 {
+		for k := len(dst) - 1; k >= 0; k-- {
+			if nv := src[k] + v; nv < dst[k] {
+				dst[k] = nv
+			}
+		}
+		return
+	}
+	row := pick[d:]
+	row = row[:len(dst)]
+	for k := len(dst) - 1; k >= 0; k-- {
+		if nv := src[k] + v; nv < dst[k] {
+			dst[k] = nv
+			row[k] = true
+		}
+	}
 }
 
 // grown is b resized to n zeroed elements, reusing its array when it is large enough.
@@ -148,25 +180,20 @@ func grown[T any](b []T, n int) []T {
 // fixedCost excluded.
 func (s *search) lagrangeRoot(p *Problem, idx []int, lp *lpSolution, fixedCost float64) float64 {
 	m, n := p.M(), p.N()
-	maxY := 0
-	for _, y := range s.p.Capacity { // no node has more
-		maxY = max(maxY, y)
-	}
-	s.lagBest = make([]float64, maxY+1)
 	u := make([]float64, s.p.N())
-	mu := math.Max(0, lp.nu)
+	mu := max(0, lp.nu)
 	for j := 0; j < n; j++ {
 		d := float64(p.Size[j])
 		for i := 0; i < m; i++ {
 			if c := p.Cost[j*m+i]; !math.IsInf(c, 1) && p.Size[j] <= p.Capacity[i] {
-				u[idx[j]] = math.Max(u[idx[j]], d*lp.q[i]-c)
+				u[idx[j]] = max(u[idx[j]], d*lp.q[i]-c)
 			}
 		}
 	}
 	take, picked := make([]int, n), make([]int, n)
 	bestU, bestMu := append([]float64(nil), u...), mu
 	s.work += knapsackWork(p)
-	bestL, used := knapsackBound(p, idx, u, mu, take, picked, s.lagBest)
+	bestL, used := knapsackBound(p, idx, u, mu, take, picked, &s.lagScratch)
 	L := bestL
 	theta, stale := 1.0, 0
 	for it := 0; it < lagrangeIterations; it++ {
@@ -192,11 +219,11 @@ func (s *search) lagrangeRoot(p *Problem, idx []int, lp *lpSolution, fixedCost f
 		}
 		step := theta * (target - L) / norm
 		for j := 0; j < n; j++ {
-			u[idx[j]] = math.Max(0, u[idx[j]]+step*float64(take[j]-1))
+			u[idx[j]] = max(0, u[idx[j]]+step*float64(take[j]-1))
 		}
-		mu = math.Max(0, mu+step*gmu)
+		mu = max(0, mu+step*gmu)
 		s.work += knapsackWork(p)
-		L, used = knapsackBound(p, idx, u, mu, take, picked, s.lagBest)
+		L, used = knapsackBound(p, idx, u, mu, take, picked, &s.lagScratch)
 		if L > bestL {
 			bestL, bestMu = L, mu
 			copy(bestU, u)
@@ -259,7 +286,7 @@ func (s *search) lagrangeFix(sub *Problem, idx []int, fixedCost float64, dropped
 			copy(b, a)
 			if vj, ok := v(j); ok && vj < 0 {
 				for w := sub.Size[j]; w <= y; w++ {
-					b[w] = math.Min(b[w], a[w-sub.Size[j]]+vj)
+					b[w] = min(b[w], a[w-sub.Size[j]]+vj)
 				}
 			}
 		}
@@ -268,7 +295,7 @@ func (s *search) lagrangeFix(sub *Problem, idx []int, fixedCost float64, dropped
 			copy(b, a)
 			if vj, ok := v(j); ok && vj < 0 {
 				for w := sub.Size[j]; w <= y; w++ {
-					b[w] = math.Min(b[w], a[w-sub.Size[j]]+vj)
+					b[w] = min(b[w], a[w-sub.Size[j]]+vj)
 				}
 			}
 		}
@@ -279,7 +306,7 @@ func (s *search) lagrangeFix(sub *Problem, idx []int, fixedCost float64, dropped
 			a, b := pre[j*w1:], suf[(j+1)*w1:]
 			best := math.Inf(1)
 			for w := 0; w <= c; w++ {
-				best = math.Min(best, a[w]+b[c-w])
+				best = min(best, a[w]+b[c-w])
 			}
 			return best
 		}
@@ -400,7 +427,7 @@ func (s *search) lagrangeNode(sub *Problem, idx []int, fixedCost float64) float6
 	s.work += knapsackWork(sub)
 	take := s.ar.zeroInts(n)
 	defer s.ar.putInts(take)
-	L, used := knapsackBound(sub, idx, s.lagU, s.lagMu, take, nil, s.lagBest)
+	L, used := knapsackBound(sub, idx, s.lagU, s.lagMu, take, nil, &s.lagScratch)
 	for it := 0; it < lagrangeNodeSteps && L < target-s.tol; it++ {
 		norm := 0.0
 		for j := 0; j < n; j++ {
@@ -422,12 +449,12 @@ func (s *search) lagrangeNode(sub *Problem, idx []int, fixedCost float64) float6
 		old := s.ar.float64s(n)
 		for j := 0; j < n; j++ {
 			old[j] = s.lagU[idx[j]]
-			s.lagU[idx[j]] = math.Max(0, old[j]+step*float64(take[j]-1))
+			s.lagU[idx[j]] = max(0, old[j]+step*float64(take[j]-1))
 		}
 		oldMu := s.lagMu
-		s.lagMu = math.Max(0, oldMu+step*gmu)
+		s.lagMu = max(0, oldMu+step*gmu)
 		s.work += knapsackWork(sub)
-		L2, used2 := knapsackBound(sub, idx, s.lagU, s.lagMu, take, nil, s.lagBest)
+		L2, used2 := knapsackBound(sub, idx, s.lagU, s.lagMu, take, nil, &s.lagScratch)
 		if L2 <= L { // no better here: back to where it was
 			for j := 0; j < n; j++ {
 				s.lagU[idx[j]] = old[j]

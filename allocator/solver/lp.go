@@ -411,7 +411,7 @@ func improves(nd, mag, old, oldMag float64) bool {
 	if math.IsInf(old, 1) {
 		return !math.IsInf(nd, 1)
 	}
-	return nd < old-relTol*math.Max(mag, oldMag)
+	return nd < old-relTol*max(mag, oldMag)
 }
 
 // shortest runs Bellman-Ford from S over the model graph and returns the
@@ -648,7 +648,7 @@ func (s *lpSolver) duals() {
 			if math.IsInf(a.w, 1) {
 				continue
 			}
-			nd, ndMag := pi[a.u]+a.w, math.Max(mag[a.u], math.Abs(a.w))
+			nd, ndMag := pi[a.u]+a.w, max(mag[a.u], math.Abs(a.w))
 			if improves(nd, ndMag, pi[a.v], mag[a.v]) {
 				pi[a.v], mag[a.v] = nd, ndMag
 				changed = true
@@ -661,9 +661,9 @@ func (s *lpSolver) duals() {
 	sol.pi = append(sol.pi[:0], pi...)
 	// With a negative cycle (a warm start that is not min-cost) the
 	// potentials do not converge; clamping keeps the bound valid.
-	sol.nu = math.Max(0, pi[T]-pi[S])
+	sol.nu = max(0, pi[T]-pi[S])
 	for i := 0; i < m; i++ {
-		sol.q[i] = math.Min(pi[i]-pi[S], sol.nu)
+		sol.q[i] = min(pi[i]-pi[S], sol.nu)
 	}
 	sol.bound, sol.boundMag = lagrangeBound(p, s.unit, sol.q, sol.nu)
 }

@@ -48,7 +48,7 @@ func (s *search) lagrangeRepair(sub *Problem, idx []int, fixedCost float64, pick
 	v := sub.objective(choice)
 	// Exchanges cost a pass over pairs of items: worth it only near the
 	// incumbent.
-	if math.IsInf(s.bestVal, 1) || fixedCost+v <= s.bestVal+repairPolish*math.Max(1, math.Abs(s.bestVal)) {
+	if math.IsInf(s.bestVal, 1) || fixedCost+v <= s.bestVal+repairPolish*max(1, math.Abs(s.bestVal)) {
 		s.exchange(sub, choice)
 	}
 	s.offerSub(sub, idx, fixedCost, func(j int) int { return choice[j] })

@@ -211,7 +211,7 @@ func branchAndBound(ctx context.Context, p *Problem, opt Options, target float64
 	}
 	res := Result{Choice: s.best, Objective: s.bestVal, Status: Optimal}
 	res.Usage = p.usage(s.best)
-	res.Bound = math.Min(s.bestVal, s.minOpen)
+	res.Bound = min(s.bestVal, s.minOpen)
 	// A gap tolerance may cut nodes that could still improve the answer.
 	if s.stopped || s.unproven || s.gapTol > 0 && res.Objective-res.Bound > s.tol {
 		res.Status = Feasible
@@ -219,7 +219,7 @@ func branchAndBound(ctx context.Context, p *Problem, opt Options, target float64
 			return res, err
 		}
 	}
-	res.Gap = math.Max(0, res.Objective-res.Bound) / math.Max(1, math.Abs(res.Objective))
+	res.Gap = max(0, res.Objective-res.Bound) / max(1, math.Abs(res.Objective))
 	res.Stats = Stats{Runtime: time.Since(start), Augmentations: s.augs, Nodes: s.nodes, Work: s.work, Core: s.core, ColdStarts: s.coldSolves}
 	return res, nil
 }
@@ -276,12 +276,12 @@ type search struct {
 	// after it the incumbent is rarely improved by running it again.
 	coreTried bool
 	// lagU are the Lagrangian multipliers (lagrange.go) by original item,
-	// nil until lagrangeRoot ran; lagBest is its scratch; lagTried: it
-	// runs once.
-	lagU     []float64
-	lagMu    float64
-	lagBest  []float64
-	lagTried bool
+	// nil until lagrangeRoot ran; lagScratch is the knapsacks'; lagTried:
+	// it runs once.
+	lagU       []float64
+	lagMu      float64
+	lagScratch knapsackScratch
+	lagTried   bool
 	// lagCut: the node is small enough (lagrangeSize) for the bound to cut
 	// every node; lagLarge: the search may run the ascent and its fixing
 	// on a larger node once (lagrangeFixSize), the second phase of
@@ -332,7 +332,7 @@ func (s *search) cutAt() float64 {
 	if s.gapTol == 0 || math.IsInf(s.bestVal, 1) {
 		return s.bestVal - s.tol
 	}
-	return s.bestVal - math.Max(s.tol, s.gapTol*math.Max(1, math.Abs(s.bestVal)))
+	return s.bestVal - max(s.tol, s.gapTol*max(1, math.Abs(s.bestVal)))
 }
 
 func (s *search) done() bool {
@@ -364,7 +364,7 @@ func (s *search) solveNode(sub *Problem, idx []int, warm *warmStart, fixedCost, 
 	s.work += nodeCost(sub)
 	if s.nodes > s.limit || s.work > s.workLimit || (s.nodes%64 == 0 && s.ctx.Err() != nil) {
 		s.stopped = true
-		s.minOpen = math.Min(s.minOpen, parentBound)
+		s.minOpen = min(s.minOpen, parentBound)
 		return nil
 	}
 	if !s.noDP {
@@ -385,7 +385,7 @@ func (s *search) solveNode(sub *Problem, idx []int, warm *warmStart, fixedCost, 
 		// Float noise stopped the LP: its bound holds, but neither its
 		// infeasibility nor its flow proves anything about the node.
 		s.unproven = true
-		s.minOpen = math.Min(s.minOpen, math.Max(parentBound, fixedCost+lp.bound))
+		s.minOpen = min(s.minOpen, max(parentBound, fixedCost+lp.bound))
 	}
 	if lp.stalled || !lp.feasible {
 		s.ar.release(lp)
@@ -408,7 +408,7 @@ func (s *search) retol() {
 	if !math.IsInf(s.bestVal, 1) {
 		scale = s.bestVal
 	}
-	s.tol = math.Max(relTolObjective*math.Max(1, math.Abs(scale)), s.noise)
+	s.tol = max(relTolObjective*max(1, math.Abs(scale)), s.noise)
 }
 
 // explore goes on from a node that solveNode solved: it prunes, offers
@@ -422,9 +422,9 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 			s.assign[j] = -1
 		}
 	}()
-	bound := math.Max(parentBound, fixedCost+lp.bound)
+	bound := max(parentBound, fixedCost+lp.bound)
 	if bound >= s.cutAt() {
-		s.minOpen = math.Min(s.minOpen, bound)
+		s.minOpen = min(s.minOpen, bound)
 		return
 	}
 	// cut is bound or the Lagrangian bound (lagrange.go), whichever is
@@ -433,8 +433,8 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 	cut := bound
 	if s.lagrangeCuts(sub) {
 		lag := s.lagrangeNode(sub, idx, fixedCost)
-		if cut = math.Max(bound, fixedCost+lag); cut >= s.cutAt() {
-			s.minOpen = math.Min(s.minOpen, cut)
+		if cut = max(bound, fixedCost+lag); cut >= s.cutAt() {
+			s.minOpen = min(s.minOpen, cut)
 			return
 		}
 	}
@@ -445,7 +445,7 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 			// The integral flow may not be the node's best: keep the
 			// bound in the proven gap instead of claiming the node.
 			s.unproven = true
-			s.minOpen = math.Min(s.minOpen, bound)
+			s.minOpen = min(s.minOpen, bound)
 		}
 		return
 	}
@@ -462,9 +462,9 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 		// Lagrangian bound is worth its cost from here on.
 		s.lagTried = true
 		s.lagCut = lagrangeSize(sub)
-		cut = math.Max(cut, fixedCost+s.lagrangeRoot(sub, idx, lp, fixedCost))
+		cut = max(cut, fixedCost+s.lagrangeRoot(sub, idx, lp, fixedCost))
 		if s.done() || cut >= s.cutAt() {
-			s.minOpen = math.Min(s.minOpen, cut)
+			s.minOpen = min(s.minOpen, cut)
 			return
 		}
 		// Its multipliers also fix: the node goes on without the options
@@ -485,7 +485,7 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 		}
 	}
 	if s.done() || cut >= s.cutAt() {
-		s.minOpen = math.Min(s.minOpen, cut)
+		s.minOpen = min(s.minOpen, cut)
 		return
 	}
 	parentSub, parentLP := sub, lp
@@ -527,8 +527,8 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 		if !s.stopped && !s.done() {
 			if k.lp == nil {
 				// explore's own first test, before solving the LP again.
-				if b := math.Max(bound, k.bound); b >= s.cutAt() {
-					s.minOpen = math.Min(s.minOpen, b)
+				if b := max(bound, k.bound); b >= s.cutAt() {
+					s.minOpen = min(s.minOpen, b)
 					s.ar.putInts(k.sub.Capacity)
 					continue
 				}
@@ -544,7 +544,7 @@ func (s *search) explore(sub *Problem, idx []int, lp *lpSolution, fixedCost, par
 	}
 	s.dropChildren(nil, shared, warm) // the children went back one by one above
 	if s.stopped {
-		s.minOpen = math.Min(s.minOpen, bound)
+		s.minOpen = min(s.minOpen, bound)
 	}
 }
 
@@ -1089,7 +1089,7 @@ func (s *search) fix(sub *Problem, idx []int, lp *lpSolution, gap, fixedCost flo
 		d, rmin := float64(sub.Size[j]), 0.0
 		for i := 0; i < m; i++ {
 			if c := sub.Cost[j*m+i]; !math.IsInf(c, 1) && sub.Size[j] <= sub.Capacity[i] {
-				rmin = math.Min(rmin, c-d*lp.q[i])
+				rmin = min(rmin, c-d*lp.q[i])
 			}
 		}
 		return rmin
@@ -1277,9 +1277,9 @@ func (s *search) strongScore(kids []child, bound float64) float64 {
 			continue
 		}
 		open = true
-		g := math.Max(0, k.bound-bound)
-		least = math.Min(least, g)
-		if r := math.Max(0, 1-g/gap); gap > 0 {
+		g := max(0, k.bound-bound)
+		least = min(least, g)
+		if r := max(0, 1-g/gap); gap > 0 {
 			score += r * r
 		}
 	}
