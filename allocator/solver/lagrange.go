@@ -93,11 +93,8 @@ func knapsackBound(sub *Problem, idx []int, u []float64, mu float64, take, picke
 		w1 := y + 1
 		b := grown(ks.best, w1)
 		ks.best = b
-		var pick []bool
-		if take != nil {
-			pick = grown(ks.pick, n*w1)
-			ks.pick = pick
-		}
+		pick := grown(ks.pick, n*w1)
+		ks.pick = pick
 		for j := 0; j < n; j++ {
 			c := sub.Cost[j*m+i]
 			d := sub.Size[j]
@@ -108,11 +105,7 @@ func knapsackBound(sub *Problem, idx []int, u []float64, mu float64, take, picke
 			if v >= 0 {
 				continue
 			}
-			var row []bool
-			if pick != nil {
-				row = pick[j*w1 : (j+1)*w1]
-			}
-			knapsackItem(b, v, d, row)
+			knapsackItem(b, v, d, pick[j*w1:(j+1)*w1])
 		}
 		L += b[y]
 		if take != nil {
@@ -133,21 +126,13 @@ func knapsackBound(sub *Problem, idx []int, u []float64, mu float64, take, picke
 }
 
 // knapsackItem adds an item of value v < 0 and size d to knapsack table b
-// (b[w]: the best value within w GPUs), marking in pick (empty: not wanted)
-// the capacities where it improves the table. Capacities fall so that the
-// item is counted once; the slices are cut to one length so that the loop
-// runs without bounds checks, the knapsacks' hottest loop.
+// (b[w]: the best value within w GPUs), marking in pick (as long as b) the
+// capacities where it improves the table. Capacities fall so that the item
+// is counted once; the slices are cut to one length so that the loop runs
+// without bounds checks, the knapsacks' hottest loop.
 func knapsackItem(b []float64, v float64, d int, pick []bool) {
 	dst := b[d:]
 	src := b[:len(dst)]
-	if len(pick) == 0 {
-		for k := len(dst) - 1; k >= 0; k-- {
-			if nv := src[k] + v; nv < dst[k] {
-				dst[k] = nv
-			}
-		}
-		return
-	}
 	row := pick[d:]
 	row = row[:len(dst)]
 	for k := len(dst) - 1; k >= 0; k-- {
