@@ -125,11 +125,13 @@ func knapsackBound(sub *Problem, idx []int, u []float64, mu float64, take, picke
 	return L, used
 }
 
-// knapsackItem adds an item of value v < 0 and size d to knapsack table b
-// (b[w]: the best value within w GPUs), marking in pick (as long as b) the
-// capacities where it improves the table. Capacities fall so that the item
-// is counted once; the slices are cut to one length so that the loop runs
-// without bounds checks, the knapsacks' hottest loop.
+// knapsackItem adds an item of value v and size d to the 0/1 knapsack table
+// b (b[w]: the best value within, or, where b starts at +Inf above 0,
+// exactly at w GPUs), marking in pick (as long as b) the capacities where it
+// improves the table. Capacities fall so that the item is counted once; the
+// slices are cut to one length so that the loop runs without bounds
+// checks, the knapsacks' hottest loop. knapsackBound and the repair's fill
+// both add their items with it.
 func knapsackItem(b []float64, v float64, d int, pick []bool) {
 	dst := b[d:]
 	src := b[:len(dst)]

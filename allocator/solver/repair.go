@@ -65,13 +65,13 @@ const repairPolish = 1e-3
 // the least cost, or the most GPUs below need when none reaches it.
 func (s *search) fill(sub *Problem, choice []int, i, r, need int) int {
 	m, n := sub.M(), sub.N()
-	s.repBest = grown(s.repBest, r+1)
-	best := s.repBest
+	best := grown(s.repFill.best, r+1)
+	s.repFill.best = best
 	for w := 1; w <= r; w++ {
 		best[w] = math.Inf(1)
 	}
-	s.repPick = grown(s.repPick, n*(r+1))
-	pick := s.repPick
+	pick := grown(s.repFill.pick, n*(r+1))
+	s.repFill.pick = pick
 	steps := 0
 	for j := range n {
 		c, d := sub.Cost[j*m+i], sub.Size[j]
@@ -79,12 +79,7 @@ func (s *search) fill(sub *Problem, choice []int, i, r, need int) int {
 			continue
 		}
 		steps += r - d + 1
-		for w := r; w >= d; w-- {
-			if nv := best[w-d] + c; nv < best[w] {
-				best[w] = nv
-				pick[j*(r+1)+w] = true
-			}
-		}
+		knapsackItem(best, c, d, pick[j*(r+1):(j+1)*(r+1)])
 	}
 	s.work += steps / 20 // as knapsackWork counts a step
 	lo := min(r, need)

@@ -287,10 +287,9 @@ type search struct {
 	// on a larger node once (lagrangeFixSize), the second phase of
 	// branchAndBound.
 	lagCut, lagLarge bool
-	// repChoice, repBest and repPick are lagrangeRepair's buffers.
+	// repChoice and repFill are lagrangeRepair's buffers.
 	repChoice []int
-	repBest   []float64
-	repPick   []bool
+	repFill   knapsackScratch
 }
 
 // newSearch starts a search with the buffers of ar; its assign goes back
