@@ -14,10 +14,13 @@ import (
 // wait and sia's program (no usage bound, an LP gap of about 1e-4) leaves
 // about a thousand of them free at each of thousands of nodes that dive
 // hundreds of levels deep (issue 21): the rounds that made sia's runs
-// slow. Costs are JSON with null for +Inf, as lateRounds.
+// slow. Costs are JSON with null for +Inf, as lateRounds. The search on
+// items proved sia-002 in about 1,000 nodes and stopped at the work limit
+// on sia-003; since the class search (classes.go) both are proven in a
+// few hundred.
 var siaRounds = []string{
-	"large-sia-002-n2194.json.gz", // proven, at about 1,000 nodes
-	"large-sia-003-n2190.json.gz", // stops at the work limit, at about 8,500 nodes
+	"large-sia-002-n2194.json.gz",
+	"large-sia-003-n2190.json.gz",
 }
 
 // solveSia solves a sia round as policy.Sia does (no start, default
@@ -32,9 +35,8 @@ func solveSia(tb testing.TB, p *solver.Problem) solver.Result {
 	return res
 }
 
-// TestSiaRounds checks that sia's large rounds get feasible answers with
-// valid bounds, and that a search that does not prove its round went on
-// to the work limit (the node limit or a fault did not stop it earlier).
+// TestSiaRounds checks that sia's large rounds are proven within the
+// default limits, with feasible answers and valid bounds.
 func TestSiaRounds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a few seconds of search")
@@ -44,8 +46,8 @@ func TestSiaRounds(t *testing.T) {
 			p := readLateRound(t, file)
 			res := solveSia(t, p)
 			t.Logf("%d jobs: %v, gap %.3g, %d nodes, work %d", p.N(), res.Status, res.Gap, res.Stats.Nodes, res.Stats.Work)
-			if res.Status != solver.Optimal && res.Stats.Work <= solver.DefaultWorkLimit {
-				t.Errorf("status %v after %d nodes and %d work: stopped before the work limit", res.Status, res.Stats.Nodes, res.Stats.Work)
+			if res.Status != solver.Optimal {
+				t.Errorf("status %v (gap %.3g after %d nodes and %d work), want optimal", res.Status, res.Gap, res.Stats.Nodes, res.Stats.Work)
 			}
 		})
 	}

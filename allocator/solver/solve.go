@@ -43,6 +43,11 @@ type Options struct {
 	// and the search would not: tests check it against brute force and
 	// the DP.
 	strongAlways bool
+	// noClasses turns the class search (classes.go) off, so that tests
+	// and benchmarks check and time the item search alone;
+	// classesAlways makes the class search do all the work after the
+	// root, so that tests check it against brute force and the DP.
+	noClasses, classesAlways bool
 }
 
 // DefaultNodeLimit stops a search that has not closed its gap; the answer
@@ -173,23 +178,35 @@ func branchAndBound(ctx context.Context, p *Problem, opt Options, target float64
 	}
 	// The root explores p itself: nodes never change their problem, and
 	// every step already skips options larger than their model.
-	// A round too large for the Lagrangian bound at every node but small
-	// enough for its fixing (hundreds of multi-GPU jobs on a thousand
-	// GPUs) is searched in two phases: the first, on an eighth of the work,
-	// finds a good incumbent (the root's heuristics rarely do when every
-	// GPU must be filled) and usually proves it; if not, the second starts
-	// again from the root with it, where the Lagrangian ascent aims at it
-	// and its fixing drops most options before branching.
+	//
+	// A round small enough for the class search (classes.go) gets an
+	// eighth of the work for the item search; when that does not prove
+	// it, the class search goes on from its incumbent with the rest.
+	// Otherwise a round too large for the Lagrangian bound at every node
+	// but small enough for its fixing (hundreds of multi-GPU jobs on a
+	// thousand GPUs) is searched in two phases: the first, on an eighth
+	// of the work, finds a good incumbent (the root's heuristics rarely do
+	// when every GPU must be filled) and usually proves it; if not, the
+	// second starts again from the root with it, where the Lagrangian
+	// ascent aims at it and its fixing drops most options before
+	// branching.
+	classes := !opt.noClasses && classSearchSize(p)
 	twoPhase := opt.twoPhase || !lagrangeSize(p) && lagrangeFixSize(p)
 	workLimit := s.workLimit
-	if twoPhase {
+	if classes || twoPhase {
 		s.workLimit = workLimit / phaseOneShare
-		if opt.twoPhase {
-			s.workLimit = 0 // tests: the second phase does it all
+		if opt.classesAlways || opt.twoPhase {
+			s.workLimit = 0 // tests: the next stage does it all
 		}
 	}
 	s.root(p)
-	if twoPhase && s.stopped && s.work > s.workLimit && s.nodes <= s.limit && ctx.Err() == nil {
+	goOn := s.stopped && s.work > s.workLimit && s.nodes <= s.limit && ctx.Err() == nil
+	classBound, classesRan, settled := math.Inf(-1), false, false
+	switch {
+	case classes && goOn:
+		classBound, settled = s.proveByClasses(p, max(0, workLimit-s.work))
+		classesRan = true
+	case twoPhase && goOn:
 		s2 := newSearch(ctx, p, opt, target, s.ar)
 		s.ar.putInts(s.assign) // the deferred release returns s2's
 		if s.best != nil {
@@ -201,19 +218,23 @@ func branchAndBound(ctx context.Context, p *Problem, opt Options, target float64
 		s = s2
 	}
 	if s.best == nil {
-		if s.stopped {
+		if s.stopped && !settled {
 			if err := ctx.Err(); err != nil {
 				return Result{}, fmt.Errorf("solver: stopped before any feasible assignment: %w", err)
 			}
-			return Result{}, fmt.Errorf("solver: node limit %d or work limit %d reached before any feasible assignment", s.limit, s.workLimit)
+			return Result{}, fmt.Errorf("solver: node limit %d or work limit %d reached before any feasible assignment", s.limit, workLimit)
 		}
 		return Result{}, ErrInfeasible
 	}
 	res := Result{Choice: s.best, Objective: s.bestVal, Status: Optimal}
 	res.Usage = p.usage(s.best)
-	res.Bound = min(s.bestVal, s.minOpen)
+	res.Bound = max(min(s.bestVal, s.minOpen), classBound)
+	proven := !s.stopped && !s.unproven
+	if classesRan {
+		proven = settled
+	}
 	// A gap tolerance may cut nodes that could still improve the answer.
-	if s.stopped || s.unproven || s.gapTol > 0 && res.Objective-res.Bound > s.tol {
+	if !proven || s.gapTol > 0 && res.Objective-res.Bound > s.tol {
 		res.Status = Feasible
 		if err := ctx.Err(); err != nil {
 			return res, err

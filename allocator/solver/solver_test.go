@@ -193,8 +193,10 @@ func TestSolveMatchesBruteForce(t *testing.T) {
 		// Both exact methods: the DP small clusters get, and branch and
 		// bound, which larger ones get, also as the second phase of a
 		// two-phase search (Lagrangian ascent, fixing and node cuts from
-		// the root), and with strong branching at every node.
-		for _, o := range []Options{{}, {noDP: true}, {noDP: true, twoPhase: true}, {noDP: true, strongAlways: true}, {noDP: true, twoPhase: true, strongAlways: true}} {
+		// the root), with strong branching at every node, and as the
+		// class search from the root.
+		for _, o := range []Options{{}, {noDP: true}, {noDP: true, twoPhase: true, noClasses: true}, {noDP: true, strongAlways: true},
+			{noDP: true, twoPhase: true, strongAlways: true, noClasses: true}, {noDP: true, classesAlways: true}} {
 			noDP := o
 			o.Start = pack.Choice
 			res, err := Solve(ctx, p, o)
@@ -228,7 +230,14 @@ func TestSolveGapTolerance(t *testing.T) {
 		k, want, _ := bruteForce(p, true)
 		p.MinUsage = k
 		tolerance := []float64{1e-3, 0.05, 0.3}[it%3]
-		res, err := Solve(ctx, p, Options{noDP: true, GapTolerance: tolerance, twoPhase: it%2 == 0, strongAlways: it%4 == 0})
+		o := Options{noDP: true, GapTolerance: tolerance, strongAlways: it%4 == 0}
+		switch it % 3 {
+		case 0:
+			o.twoPhase, o.noClasses = true, true
+		case 1:
+			o.classesAlways = true
+		}
+		res, err := Solve(ctx, p, o)
 		if err != nil {
 			t.Fatalf("instance %d: %v\n%s", it, err, dump(p))
 		}
@@ -313,7 +322,7 @@ func TestSolveWithoutStart(t *testing.T) {
 		k, _, _ := bruteForce(p, true)
 		p.MinUsage = r.IntN(k + 2)
 		_, want, ok := bruteForce(p, false)
-		res, err := Solve(context.Background(), p, Options{noDP: it%2 == 0, strongAlways: it%4 == 0})
+		res, err := Solve(context.Background(), p, Options{noDP: it%2 == 0, strongAlways: it%4 == 0, classesAlways: it%3 == 0})
 		if !ok {
 			if err != ErrInfeasible {
 				t.Fatalf("instance %d: MinUsage %d > K %d: got %v, want ErrInfeasible", it, p.MinUsage, k, err)
@@ -364,15 +373,17 @@ func TestBranchAndBoundMatchesDP(t *testing.T) {
 		if !p.Feasible(res.Choice) || got < want-tol || res.Bound > want+tol || res.Status == Optimal && got > want+tol {
 			t.Fatalf("instance %d: objective %v bound %v (feasible %v, %v), DP %v\n%s", it, got, res.Bound, p.Feasible(res.Choice), res.Status, want, dump(p))
 		}
-		// The two-phase search (branchAndBound) from the root, and strong
-		// branching at every node (alone and in the two-phase search),
-		// claim nothing the DP refutes either.
+		// The two-phase search (branchAndBound) from the root, strong
+		// branching at every node (alone and in the two-phase search) and
+		// the class search from the root claim nothing the DP refutes
+		// either.
 		for _, v := range []struct {
-			name             string
-			twoPhase, strong bool
-		}{{"two-phase", true, false}, {"strong-branching", false, true}, {"two-phase strong-branching", true, true}} {
+			name                      string
+			twoPhase, strong, classes bool
+		}{{"two-phase", true, false, false}, {"strong-branching", false, true, false}, {"two-phase strong-branching", true, true, false}, {"class search", false, false, true}} {
 			o := opt
 			o.twoPhase, o.strongAlways = v.twoPhase, v.strong
+			o.noClasses, o.classesAlways = v.twoPhase, v.classes
 			res2, err := Solve(ctx, p, o)
 			if err != nil {
 				t.Fatalf("instance %d: %s Solve: %v\n%s", it, v.name, err, dump(p))

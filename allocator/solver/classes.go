@@ -1,0 +1,444 @@
+package solver
+
+import (
+	"math"
+	"slices"
+)
+
+// The class search proves rounds that branching on items cannot: it
+// branches on how many items of each size run on each model.
+//
+// Given those counts, the items of one size form a transportation problem
+// (each item on at most one model, each model taking its count), whose
+// LP has whole-item optima. So a round's optimum is the least, over count
+// vectors that fit the capacities and reach the usage bound, of the sum
+// of those problems, and the round's LP is the same min-cost flow with
+// the counts free: items -> (model, size) -> model -> sink, in GPUs. A
+// node whose flows through every (model, size) arc are whole multiples of
+// the size is solved: its LP value is reached by whole items. Branching
+// on those flows (at most a count each way) cuts the LP's split gangs
+// without the symmetry of branching on items: on the late rounds of the
+// large setting, hundreds of near-equal gangs can each take the split
+// role, and a search on items stopped at its work limit where this one
+// needs a few hundred nodes.
+
+// classSearch is one class search over a round, run after the item search
+// (search) with its incumbent and tolerance.
+type classSearch struct {
+	s     *search
+	p     *Problem
+	g     *flowNet
+	sizes []int
+	// classArc[i*D+c] is the arc from (model i, size c) to model i, -1
+	// when no item of that size may run there.
+	classArc []int
+	// itemArc[j]:itemArc[j+1] are item j's arcs: one per model it may
+	// use (itemModel says which), then its arc to "left out".
+	itemArc   []int
+	itemModel []int
+	// bounded lists the class arcs, the only ones branching bounds.
+	bounded []int
+	// modelArc+i is model i's arc to the sink, modelArc+M the out node's.
+	modelArc int
+	minOpen  float64
+	stopped  bool
+	unproven bool
+	nodes    int
+	// states[d] is what the node at depth d saves of the network.
+	states []flowState
+	frac   []int
+}
+
+// classBranch bounds the fractional class arcs strong branching tries.
+const classBranch = 8
+
+// classScansPerUnit converts residual arcs scanned (and arcs copied) into
+// work units: 2 makes a unit cost about what one costs the item search,
+// 20-25 ns here.
+const classScansPerUnit = 2
+
+// newClassSearch builds p's class network and solves its LP, starting
+// from lp (the item LP's optimum over p) when it is not nil; it returns
+// nil when the LP has no feasible flow.
+func newClassSearch(s *search, p *Problem, lp *lpSolution) *classSearch {
+	m, n := p.M(), p.N()
+	sizes := slices.Clone(p.Size)
+	slices.Sort(sizes)
+	sizes = slices.Compact(sizes)
+	d := len(sizes)
+	cs := &classSearch{s: s, p: p, sizes: sizes, classArc: make([]int, m*d), itemArc: make([]int, n+1), minOpen: math.Inf(1)}
+	// Nodes: items, (model, size), models, out, sink.
+	classNode := func(i, c int) int { return n + i*d + c }
+	model := func(i int) int { return n + m*d + i }
+	out := n + m*d + m
+	sink := out + 1
+	g := newFlowNet(sink+1, n*(m+1)+m*d+m+1)
+	total := 0
+	used := make([]bool, m*d)
+	for j, size := range p.Size {
+		c, _ := slices.BinarySearch(sizes, size)
+		cs.itemArc[j] = len(g.tail)
+		for i := range m {
+			if cost := p.Cost[j*m+i]; !math.IsInf(cost, 1) && size <= p.Capacity[i] {
+				g.addArc(j, classNode(i, c), cost/float64(size), 0, size)
+				cs.itemModel = append(cs.itemModel, i)
+				used[i*d+c] = true
+			}
+		}
+		g.addArc(j, out, 0, 0, size)
+		cs.itemModel = append(cs.itemModel, -1)
+		g.supply[j] = size
+		total += size
+	}
+	cs.itemArc[n] = len(g.tail)
+	for i := range m {
+		for c, size := range sizes {
+			cs.classArc[i*d+c] = -1
+			if used[i*d+c] {
+				cs.classArc[i*d+c] = g.addArc(classNode(i, c), model(i), 0, 0, size*(p.Capacity[i]/size))
+				cs.bounded = append(cs.bounded, cs.classArc[i*d+c])
+			}
+		}
+	}
+	cs.modelArc = len(g.tail)
+	for i := range m {
+		g.addArc(model(i), sink, 0, 0, p.Capacity[i])
+	}
+	if total < p.MinUsage {
+		return nil
+	}
+	g.addArc(out, sink, 0, 0, total-p.MinUsage)
+	g.supply[sink] = -total
+	cs.g = g
+	warm := cs.startFrom(lp)
+	g.finish()
+	if !warm || !g.label() {
+		// Solve from no flow: it is optimal at once, and its residual
+		// network has no cycles, so label settles.
+		clear(g.flow)
+		g.finish()
+		if !g.label() {
+			return nil
+		}
+	}
+	if !g.restore() {
+		return nil
+	}
+	return cs
+}
+
+// startFrom sets the network's flow to the item LP's optimum lp, which is
+// the class LP's at the root: restore then has nothing left to do, where
+// from no flow it would send every item's GPUs along a path of its own. It
+// reports false when lp does not fit the network.
+func (cs *classSearch) startFrom(lp *lpSolution) bool {
+	if lp == nil || !lp.feasible || lp.stalled {
+		return false
+	}
+	p, g, m := cs.p, cs.g, cs.p.M()
+	d := len(cs.sizes)
+	n := p.N()
+	for j, size := range p.Size {
+		left := size
+		row := lp.row(j, m)
+		a := cs.itemArc[j]
+		for i, f := range row {
+			if f == 0 {
+				continue
+			}
+			for a < cs.itemArc[j+1] && cs.itemModel[a] != i {
+				a++
+			}
+			if a == cs.itemArc[j+1] {
+				return false // flow on an option the network left out
+			}
+			g.flow[a] = f
+			left -= f
+		}
+		if left < 0 {
+			return false
+		}
+		g.flow[cs.itemArc[j+1]-1] = left
+		c, _ := slices.BinarySearch(cs.sizes, size)
+		for i, f := range row {
+			if f > 0 {
+				g.flow[cs.classArc[i*d+c]] += f
+			}
+		}
+	}
+	// Model and out arcs follow the arcs into them; the class arcs are
+	// clamped to their bounds (restore moves what they shed).
+	out := 0
+	for j := range n {
+		out += g.flow[cs.itemArc[j+1]-1]
+	}
+	for i := range m {
+		load := 0
+		for c := range d {
+			if k := cs.classArc[i*d+c]; k >= 0 {
+				g.flow[k] = min(g.flow[k], g.hi[k])
+				load += g.flow[k]
+			}
+		}
+		g.flow[cs.modelArc+i] = min(load, g.hi[cs.modelArc+i])
+	}
+	g.flow[cs.modelArc+m] = min(out, g.hi[cs.modelArc+m])
+	return true
+}
+
+// proveByClasses runs a class search over p after the item search s
+// stopped without proof, with work more units of work. It reports the
+// bound it proved and whether it finished: nothing it left open can then
+// beat the incumbent (by more than s's tolerance, or its gap tolerance),
+// and without an incumbent none exists.
+func (s *search) proveByClasses(p *Problem, work int) (bound float64, finished bool) {
+	s.stopped = false // the item search's stop is superseded
+	s.workLimit = s.work + work
+	lp := solveLP(p, nil, s.ar)
+	s.work += nodeCost(p)
+	cs := newClassSearch(s, p, lp)
+	feasible := lp != nil && lp.feasible
+	s.ar.release(lp)
+	if cs == nil {
+		if !feasible {
+			return math.Inf(1), true // no flow: no assignment either
+		}
+		return math.Inf(-1), false
+	}
+	// Values within the rounding of the class LP's terms count as equal,
+	// as within the item LP's. When the item search stopped before its
+	// root LP, the class LP's value is the scale as well.
+	v, vmag := cs.g.value()
+	_, bmag := cs.g.bound()
+	s.noise = max(s.noise, noiseTol*(vmag+bmag))
+	if s.tol == 0 {
+		s.rootValue = v
+	}
+	s.retol()
+	cs.explore(0, math.Inf(-1))
+	s.work += cs.g.scans / classScansPerUnit
+	s.stopped = cs.stopped
+	return min(s.bestVal, cs.minOpen), !cs.stopped && !cs.unproven
+}
+
+// classMaxOptions bounds the rounds the class search takes, in options
+// (items times models): its network has about one arc per option, and
+// each of its nodes runs shortest paths over them.
+const classMaxOptions = 1 << 16
+
+// classSearchSize reports whether p is small enough for the class search.
+func classSearchSize(p *Problem) bool { return p.N()*p.M() <= classMaxOptions }
+
+// bound is the node's LP bound: its dual bound, which holds whatever the
+// potentials; the search's tolerance covers its rounding (proveByClasses).
+func (cs *classSearch) bound() float64 {
+	b, _ := cs.g.bound()
+	return b
+}
+
+// explore goes on from a node whose LP the network holds.
+func (cs *classSearch) explore(depth int, parentBound float64) {
+	s := cs.s
+	cs.nodes++
+	s.nodes++
+	s.work += cs.g.scans / classScansPerUnit
+	cs.g.scans %= classScansPerUnit
+	b := max(parentBound, cs.bound())
+	if s.work > s.workLimit || s.nodes > s.limit || (cs.nodes%64 == 0 && s.ctx.Err() != nil) {
+		cs.stopped = true
+		cs.minOpen = min(cs.minOpen, b)
+		return
+	}
+	if b >= s.cutAt() || s.done() {
+		cs.minOpen = min(cs.minOpen, b)
+		return
+	}
+	frac := cs.fractional()
+	if len(frac) == 0 {
+		if choice := cs.extract(); choice != nil {
+			s.offer(choice)
+		}
+		if s.bestVal > b+s.tol {
+			// The flow was not the node's optimum (float noise in its
+			// potentials): its bound stays open.
+			cs.unproven = true
+			cs.minOpen = min(cs.minOpen, b)
+		}
+		return
+	}
+	if len(cs.states) <= depth {
+		cs.states = append(cs.states, flowState{})
+	}
+	st := &cs.states[depth]
+	cs.g.save(st, cs.bounded)
+	k, kids := cs.branch(frac, st)
+	for _, kid := range kids {
+		if cs.stopped || s.done() {
+			break
+		}
+		if kid.bound >= s.cutAt() {
+			cs.minOpen = min(cs.minOpen, kid.bound)
+			continue
+		}
+		cs.g.setBounds(k, kid.lo, kid.hi)
+		if cs.g.restore() {
+			cs.explore(depth+1, max(b, kid.bound))
+		}
+		cs.g.load(st, cs.bounded)
+	}
+	if cs.stopped {
+		cs.minOpen = min(cs.minOpen, b)
+	}
+}
+
+// classChild is one side of a branch: the class arc's new bounds and the
+// bound its LP proves (+Inf when it has no flow).
+type classChild struct {
+	lo, hi int
+	bound  float64
+}
+
+// branch chooses the class arc to branch on by strong branching: of up to
+// classBranch fractional arcs, largest sizes first, the one whose weaker
+// child proves the most. It returns the arc and its two children, the
+// one of least bound first; the network is back at st.
+func (cs *classSearch) branch(frac []int, st *flowState) (int, [2]classChild) {
+	best, bestScore := -1, math.Inf(-1)
+	var bestKids [2]classChild
+	for _, k := range frac[:min(len(frac), classBranch)] {
+		size := cs.arcSize(k)
+		q := cs.g.flow[k] / size * size
+		kids := [2]classChild{{lo: cs.g.lo[k], hi: q}, {lo: q + size, hi: cs.g.hi[k]}}
+		for c := range kids {
+			cs.g.setBounds(k, kids[c].lo, kids[c].hi)
+			kids[c].bound = math.Inf(1)
+			if cs.g.restore() {
+				kids[c].bound = cs.bound()
+			}
+			cs.g.load(st, cs.bounded)
+		}
+		if kids[1].bound < kids[0].bound {
+			kids[0], kids[1] = kids[1], kids[0]
+		}
+		if score := kids[0].bound; score > bestScore || best < 0 {
+			best, bestScore, bestKids = k, score, kids
+		}
+		if bestScore >= cs.s.cutAt() {
+			break // both children are cut: no need to look further
+		}
+	}
+	return best, bestKids
+}
+
+// arcSize is the item size of class arc k.
+func (cs *classSearch) arcSize(k int) int {
+	d := len(cs.sizes)
+	for a, ka := range cs.classArc {
+		if ka == k {
+			return cs.sizes[a%d]
+		}
+	}
+	panic("solver: not a class arc")
+}
+
+// fractional lists the class arcs whose flow is not a whole number of
+// items, largest size first.
+func (cs *classSearch) fractional() []int {
+	cs.frac = cs.frac[:0]
+	d := len(cs.sizes)
+	for c := d - 1; c >= 0; c-- {
+		size := cs.sizes[c]
+		for i := range cs.p.M() {
+			if k := cs.classArc[i*d+c]; k >= 0 && cs.g.flow[k]%size != 0 {
+				cs.frac = append(cs.frac, k)
+			}
+		}
+	}
+	return cs.frac
+}
+
+// extract turns a flow of whole counts into an assignment of whole items
+// of the same cost: items whose flow is whole keep their model; the items
+// of a size that the flow splits are assigned again by a transportation
+// problem with the same counts per model.
+func (cs *classSearch) extract() []int {
+	p, g := cs.p, cs.g
+	choice := make([]int, p.N())
+	var split []int
+	for j := range choice {
+		choice[j] = -2
+		for a := cs.itemArc[j]; a < cs.itemArc[j+1]; a++ {
+			if g.flow[a] == p.Size[j] {
+				choice[j] = cs.itemModel[a]
+			}
+		}
+		if choice[j] == -2 {
+			split = append(split, j)
+		}
+	}
+	if len(split) > 0 && !cs.assignSplit(choice, split) {
+		return nil
+	}
+	return choice
+}
+
+// assignSplit assigns the items in split, size by size, to the models
+// their flow goes to, as many per model as the flow holds.
+func (cs *classSearch) assignSplit(choice, split []int) bool {
+	p, g, m := cs.p, cs.g, cs.p.M()
+	slices.SortFunc(split, func(a, b int) int { return p.Size[a] - p.Size[b] })
+	for len(split) > 0 {
+		size := p.Size[split[0]]
+		end := 1
+		for end < len(split) && p.Size[split[end]] == size {
+			end++
+		}
+		items := split[:end]
+		split = split[end:]
+		// Items, then models, then "left out".
+		t := newFlowNet(len(items)+m+1, len(items)*(m+1))
+		left := len(items)
+		for a, j := range items {
+			t.supply[a] = 1
+			for e := cs.itemArc[j]; e < cs.itemArc[j+1]; e++ {
+				i := cs.itemModel[e]
+				node := len(items) + m
+				if i >= 0 {
+					node = len(items) + i
+					t.addArc(a, node, p.Cost[j*m+i], 0, 1)
+				} else {
+					t.addArc(a, node, 0, 0, 1)
+				}
+				if g.flow[e] > 0 {
+					if i >= 0 {
+						t.supply[len(items)+i] -= g.flow[e]
+					}
+				}
+			}
+		}
+		for i := range m {
+			if t.supply[len(items)+i]%size != 0 {
+				return false
+			}
+			t.supply[len(items)+i] /= size
+			left += t.supply[len(items)+i]
+		}
+		t.supply[len(items)+m] = -left
+		t.finish()
+		if !t.label() || !t.restore() {
+			return false
+		}
+		for a, j := range items {
+			for e := t.first[a]; e < t.first[a+1]; e++ {
+				if r := t.adj[e]; r&1 == 0 && t.flow[r>>1] == 1 {
+					if h := int(t.head[r>>1]) - len(items); h < m {
+						choice[j] = h
+					} else {
+						choice[j] = -1
+					}
+				}
+			}
+		}
+	}
+	return true
+}
