@@ -20,15 +20,23 @@ import (
 // without the symmetry of branching on items: on the late rounds of the
 // large setting, hundreds of near-equal gangs can each take the split
 // role, and a search on items stopped at its work limit where this one
-// needs a few hundred nodes.
+// needs a few hundred nodes. With an incumbent, reduced-cost fixing at the
+// root (reduce) leaves about half the items free on those rounds, and
+// the search starts again when it halves the gap the fixing was measured
+// against.
 
 // classSearch is one class search over a round, run after the item search
 // (search) with its incumbent and tolerance.
 type classSearch struct {
-	s     *search
-	p     *Problem
-	g     *flowNet
-	sizes []int
+	s *search
+	// p is the round, or what reduced-cost fixing left of it (reduce):
+	// its item j is the round's idx[j], and the fixed items cost
+	// fixedCost (their choices are in s.assign).
+	p         *Problem
+	idx       []int
+	fixedCost float64
+	g         *flowNet
+	sizes     []int
 	// classArc[i*D+c] is the arc from (model i, size c) to model i, -1
 	// when no item of that size may run there.
 	classArc []int
@@ -42,8 +50,12 @@ type classSearch struct {
 	modelArc int
 	minOpen  float64
 	stopped  bool
-	unproven bool
-	nodes    int
+	// restart: an incumbent below restartBelow was found, and the search
+	// stopped to start again from its root (proveByClasses).
+	restart      bool
+	restartBelow float64
+	unproven     bool
+	nodes        int
 	// states[d] is what the node at depth d saves of the network.
 	states []flowState
 	frac   []int
@@ -66,7 +78,7 @@ func newClassSearch(s *search, p *Problem, lp *lpSolution) *classSearch {
 	slices.Sort(sizes)
 	sizes = slices.Compact(sizes)
 	d := len(sizes)
-	cs := &classSearch{s: s, p: p, sizes: sizes, classArc: make([]int, m*d), itemArc: make([]int, n+1), minOpen: math.Inf(1)}
+	cs := &classSearch{s: s, p: p, sizes: sizes, classArc: make([]int, m*d), itemArc: make([]int, n+1), minOpen: math.Inf(1), restartBelow: math.Inf(-1)}
 	// Nodes: items, (model, size), models, out, sink.
 	classNode := func(i, c int) int { return n + i*d + c }
 	model := func(i int) int { return n + m*d + i }
@@ -194,16 +206,51 @@ func (cs *classSearch) startFrom(lp *lpSolution) bool {
 func (s *search) proveByClasses(p *Problem, work int) (bound float64, finished bool) {
 	s.stopped = false // the item search's stop is superseded
 	s.workLimit = s.work + work
+	full, feasible := s.classRoot(p)
+	if full == nil {
+		if !feasible {
+			return math.Inf(1), true // no flow: no assignment either
+		}
+		return math.Inf(-1), false
+	}
+	root := full.bound()
+	for attempt := 0; ; attempt++ {
+		if s.best != nil && root >= s.cutAt() {
+			return max(root, s.bestVal-s.tol), true
+		}
+		cs, fixed, settled := s.fixedClassSearch(full, root)
+		if settled {
+			return s.bestVal, true // no option, or no flow, beats the incumbent
+		}
+		if s.best != nil && attempt < classRestarts {
+			cs.restartBelow = s.bestVal - (s.bestVal-root)/2
+		}
+		cs.explore(0, root)
+		s.unassign(fixed)
+		s.work += cs.g.scans / classScansPerUnit
+		cs.g.scans = 0
+		if !cs.restart {
+			s.stopped = cs.stopped
+			return min(s.bestVal, cs.minOpen), !cs.stopped && !cs.unproven
+		}
+	}
+}
+
+// classRoot builds the class network over p and solves its LP from the
+// item LP's optimum, and sets the search's tolerance from its terms too.
+// It returns nil when that fails, and whether the item LP was feasible.
+func (s *search) classRoot(p *Problem) (*classSearch, bool) {
 	lp := solveLP(p, nil, s.ar)
 	s.work += nodeCost(p)
 	cs := newClassSearch(s, p, lp)
 	feasible := lp != nil && lp.feasible
 	s.ar.release(lp)
 	if cs == nil {
-		if !feasible {
-			return math.Inf(1), true // no flow: no assignment either
-		}
-		return math.Inf(-1), false
+		return nil, feasible
+	}
+	cs.idx = make([]int, p.N())
+	for j := range cs.idx {
+		cs.idx[j] = j
 	}
 	// Values within the rounding of the class LP's terms count as equal,
 	// as within the item LP's. When the item search stopped before its
@@ -215,10 +262,129 @@ func (s *search) proveByClasses(p *Problem, work int) (bound float64, finished b
 		s.rootValue = v
 	}
 	s.retol()
-	cs.explore(0, math.Inf(-1))
-	s.work += cs.g.scans / classScansPerUnit
-	s.stopped = cs.stopped
-	return min(s.bestVal, cs.minOpen), !cs.stopped && !cs.unproven
+	return cs, true
+}
+
+// fixedClassSearch readies a search from full's root (bound root): with
+// an incumbent, over what reduced-cost fixing leaves (reduce), the fixed
+// items set in s.assign until the caller unassigns fixed. settled: no
+// assignment beats the incumbent, and there is nothing to search.
+func (s *search) fixedClassSearch(full *classSearch, root float64) (cs *classSearch, fixed map[int]int, settled bool) {
+	// A search that starts again covers all that a stopped one did.
+	full.restart, full.stopped, full.minOpen = false, false, math.Inf(1)
+	if s.best == nil {
+		return full, nil, false
+	}
+	q, idx, fixed, fixedCost := full.reduce(root)
+	switch {
+	case q == nil && fixed != nil:
+		return nil, nil, true
+	case q == nil:
+		return full, nil, false
+	}
+	for j, i := range fixed {
+		s.assign[j] = i
+	}
+	s.work += nodeCost(q)
+	if cs = s.reducedClassSearch(q, idx, fixedCost); cs == nil {
+		s.unassign(fixed)
+		return nil, nil, true
+	}
+	return cs, fixed, false
+}
+
+// classRestarts bounds how often a class search starts again from its
+// root: when it finds an incumbent that halves the gap its fixing was
+// measured against, fixing again drops more options.
+const classRestarts = 4
+
+// unassign clears the search's fixings of the items in fixed.
+func (s *search) unassign(fixed map[int]int) {
+	for j := range fixed {
+		s.assign[j] = -1
+	}
+}
+
+// reduce fixes by reduced costs at the class search's root, whose bound
+// is root: an item taking an option costs at least root plus the reduced
+// costs its choice forgoes (what it pays above its arc's bound, and what
+// it leaves of arcs below theirs), so an option that costs at least the
+// gap to the incumbent is dropped, and an item left with one option is
+// fixed to it. It returns the problem left (nil when nothing was fixed):
+// its item j is p's idx[j], fixed maps the fixed items to their choice
+// (-1: left out), and they cost fixedCost. An item whose options all
+// still count keeps "left out", which the problem always allows.
+func (cs *classSearch) reduce(root float64) (q *Problem, idx []int, fixed map[int]int, fixedCost float64) {
+	p, g, m := cs.p, cs.g, cs.p.M()
+	gap := cs.s.cutAt() - root
+	rc := func(a int) float64 { return g.cost[a] + g.pot[g.tail[a]] - g.pot[g.head[a]] }
+	fixed = map[int]int{}
+	keep := make([]bool, len(g.tail))
+	load := make([]int, m)
+	used := 0
+	for j, size := range p.Size {
+		forgo := 0.0 // what leaving every arc of j at 0 forgoes
+		for a := cs.itemArc[j]; a < cs.itemArc[j+1]; a++ {
+			forgo += max(0, -rc(a)) * float64(size)
+		}
+		kept, last := 0, -1
+		for a := cs.itemArc[j]; a < cs.itemArc[j+1]; a++ {
+			r := rc(a)
+			if forgo-max(0, -r)*float64(size)+max(0, r)*float64(size) < gap {
+				keep[a] = true
+				kept++
+				last = a
+			}
+		}
+		switch {
+		case kept == 0:
+			return nil, nil, map[int]int{}, 0 // nothing beats the incumbent
+		case kept == 1:
+			i := cs.itemModel[last]
+			fixed[j] = i
+			if i >= 0 {
+				load[i] += size
+				used += size
+				fixedCost += p.Cost[j*m+i]
+			}
+		default:
+			idx = append(idx, j)
+		}
+	}
+	if len(fixed) == 0 {
+		return nil, nil, nil, 0
+	}
+	q = &Problem{Capacity: make([]int, m), Size: make([]int, len(idx)), Cost: make([]float64, len(idx)*m), MinUsage: max(0, p.MinUsage-used)}
+	for i := range m {
+		q.Capacity[i] = p.Capacity[i] - load[i]
+	}
+	for k, j := range idx {
+		q.Size[k] = p.Size[j]
+		for i := range m {
+			q.Cost[k*m+i] = math.Inf(1)
+		}
+		for a := cs.itemArc[j]; a < cs.itemArc[j+1]; a++ {
+			if i := cs.itemModel[a]; i >= 0 && keep[a] {
+				q.Cost[k*m+i] = p.Cost[j*m+i]
+			}
+		}
+	}
+	return q, idx, fixed, fixedCost
+}
+
+// reducedClassSearch starts a class search over q, what reduce left of
+// the round (idx, fixedCost: reduce's).
+func (s *search) reducedClassSearch(q *Problem, idx []int, fixedCost float64) *classSearch {
+	if slices.ContainsFunc(q.Capacity, func(y int) bool { return y < 0 }) {
+		return nil
+	}
+	lp := solveLP(q, nil, s.ar)
+	cs := newClassSearch(s, q, lp)
+	s.ar.release(lp)
+	if cs != nil {
+		cs.idx, cs.fixedCost = idx, fixedCost
+	}
+	return cs
 }
 
 // classMaxOptions bounds the rounds the class search takes, in options
@@ -233,7 +399,7 @@ func classSearchSize(p *Problem) bool { return p.N()*p.M() <= classMaxOptions }
 // potentials; the search's tolerance covers its rounding (proveByClasses).
 func (cs *classSearch) bound() float64 {
 	b, _ := cs.g.bound()
-	return b
+	return cs.fixedCost + b
 }
 
 // explore goes on from a node whose LP the network holds.
@@ -256,7 +422,11 @@ func (cs *classSearch) explore(depth int, parentBound float64) {
 	frac := cs.fractional()
 	if len(frac) == 0 {
 		if choice := cs.extract(); choice != nil {
-			s.offer(choice)
+			s.offerSub(cs.p, cs.idx, cs.fixedCost, func(j int) int { return choice[j] })
+			if s.bestVal < cs.restartBelow {
+				cs.restart, cs.stopped = true, true
+				return
+			}
 		}
 		if s.bestVal > b+s.tol {
 			// The flow was not the node's optimum (float noise in its

@@ -218,7 +218,7 @@ func branchAndBound(ctx context.Context, p *Problem, opt Options, target float64
 		s = s2
 	}
 	if s.best == nil {
-		if s.stopped && !settled {
+		if s.stopped || classesRan && !settled {
 			if err := ctx.Err(); err != nil {
 				return Result{}, fmt.Errorf("solver: stopped before any feasible assignment: %w", err)
 			}
