@@ -206,12 +206,11 @@ func (cs *classSearch) startFrom(lp *lpSolution) bool {
 func (s *search) proveByClasses(p *Problem, work int) (bound float64, finished bool) {
 	s.stopped = false // the item search's stop is superseded
 	s.workLimit = s.work + work
-	full, feasible := s.classRoot(p)
+	full := s.classRoot(p)
 	if full == nil {
-		if !feasible {
-			return math.Inf(1), true // no flow: no assignment either
-		}
-		return math.Inf(-1), false
+		// No flow: no assignment either (the class LP's whole-item
+		// caps are valid for every assignment).
+		return math.Inf(1), true
 	}
 	root := full.bound()
 	for attempt := 0; ; attempt++ {
@@ -238,15 +237,14 @@ func (s *search) proveByClasses(p *Problem, work int) (bound float64, finished b
 
 // classRoot builds the class network over p and solves its LP from the
 // item LP's optimum, and sets the search's tolerance from its terms too.
-// It returns nil when that fails, and whether the item LP was feasible.
-func (s *search) classRoot(p *Problem) (*classSearch, bool) {
+// It returns nil when the LP has no flow.
+func (s *search) classRoot(p *Problem) *classSearch {
 	lp := solveLP(p, nil, s.ar)
 	s.work += nodeCost(p)
 	cs := newClassSearch(s, p, lp)
-	feasible := lp != nil && lp.feasible
 	s.ar.release(lp)
 	if cs == nil {
-		return nil, feasible
+		return nil
 	}
 	cs.idx = make([]int, p.N())
 	for j := range cs.idx {
@@ -262,7 +260,7 @@ func (s *search) classRoot(p *Problem) (*classSearch, bool) {
 		s.rootValue = v
 	}
 	s.retol()
-	return cs, true
+	return cs
 }
 
 // fixedClassSearch readies a search from full's root (bound root): with
