@@ -64,10 +64,11 @@ type classSearch struct {
 // classBranch bounds the fractional class arcs strong branching tries.
 const classBranch = 8
 
-// classScansPerUnit converts residual arcs scanned (and arcs copied) into
-// work units: 2 makes a unit cost about what one costs the item search,
-// 20-25 ns here.
-const classScansPerUnit = 2
+// classWork converts the arcs a class search scanned, copied and summed
+// (flowNet.scans) into work units: two units for three scans makes a unit
+// cost about what one costs the item search (12-18 ns here), the dual
+// bound's pass at every node and the extractions' small flows included.
+func classWork(scans int) int { return scans * 2 / 3 }
 
 // newClassSearch builds p's class network and solves its LP, starting
 // from lp (the item LP's optimum over p) when it is not nil; it returns
@@ -226,7 +227,7 @@ func (s *search) proveByClasses(p *Problem, work int) (bound float64, finished b
 		}
 		cs.explore(0, root)
 		s.unassign(fixed)
-		s.work += cs.g.scans / classScansPerUnit
+		s.work += classWork(cs.g.scans)
 		cs.g.scans = 0
 		if !cs.restart {
 			s.stopped = cs.stopped
@@ -283,7 +284,7 @@ func (s *search) fixedClassSearch(full *classSearch, root float64) (cs *classSea
 	for j, i := range fixed {
 		s.assign[j] = i
 	}
-	s.work += nodeCost(q)
+	s.work += nodeCost(q) + nodeCost(full.p) // its LP, and reduce's pass over the options
 	if cs = s.reducedClassSearch(q, idx, fixedCost); cs == nil {
 		s.unassign(fixed)
 		return nil, nil, true
@@ -405,8 +406,8 @@ func (cs *classSearch) explore(depth int, parentBound float64) {
 	s := cs.s
 	cs.nodes++
 	s.nodes++
-	s.work += cs.g.scans / classScansPerUnit
-	cs.g.scans %= classScansPerUnit
+	s.work += classWork(cs.g.scans)
+	cs.g.scans = 0
 	b := max(parentBound, cs.bound())
 	if s.work > s.workLimit || s.nodes > s.limit || (cs.nodes%64 == 0 && s.ctx.Err() != nil) {
 		cs.stopped = true
@@ -593,7 +594,9 @@ func (cs *classSearch) assignSplit(choice, split []int) bool {
 		}
 		t.supply[len(items)+m] = -left
 		t.finish()
-		if !t.label() || !t.restore() {
+		ok := t.label() && t.restore()
+		g.scans += t.scans + len(t.tail) // the search counts its work
+		if !ok {
 			return false
 		}
 		for a, j := range items {

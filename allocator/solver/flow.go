@@ -288,6 +288,7 @@ func (g *flowNet) value() (v, mag float64) {
 // -sum_v pot[v] supply[v] + sum_k min(rc_k lo_k, rc_k hi_k). mag sums its
 // terms' magnitudes, for the rounding it may carry.
 func (g *flowNet) bound() (b, mag float64) {
+	g.scans += len(g.tail) + len(g.supply)
 	for v, s := range g.supply {
 		t := g.pot[v] * float64(s)
 		b -= t
