@@ -309,10 +309,12 @@ func (s *search) unassign(fixed map[int]int) {
 // costs its choice forgoes (what it pays above its arc's bound, and what
 // it leaves of arcs below theirs), so an option that costs at least the
 // gap to the incumbent is dropped, and an item left with one option is
-// fixed to it. It returns the problem left (nil when nothing was fixed):
-// its item j is p's idx[j], fixed maps the fixed items to their choice
-// (-1: left out), and they cost fixedCost. An item whose options all
-// still count keeps "left out", which the problem always allows.
+// fixed to it. It returns the problem left: its item j is p's idx[j],
+// fixed maps the fixed items to their choice (-1: left out), and they
+// cost fixedCost. q is nil when nothing was fixed, and then fixed is not
+// nil when some item has no option that could beat the incumbent. An
+// item whose options all still count keeps "left out", which the problem
+// always allows.
 func (cs *classSearch) reduce(root float64) (q *Problem, idx []int, fixed map[int]int, fixedCost float64) {
 	p, g, m := cs.p, cs.g, cs.p.M()
 	gap := cs.s.cutAt() - root
