@@ -376,14 +376,19 @@ func TestBranchAndBoundMatchesDP(t *testing.T) {
 		// The two-phase search (branchAndBound) from the root, strong
 		// branching at every node (alone and in the two-phase search) and
 		// the class search from the root claim nothing the DP refutes
-		// either.
+		// either; nor does a class search stopped after a few nodes, whose
+		// bound is the open nodes' and children's it did not enter.
 		for _, v := range []struct {
 			name                      string
 			twoPhase, strong, classes bool
-		}{{"two-phase", true, false, false}, {"strong-branching", false, true, false}, {"two-phase strong-branching", true, true, false}, {"class search", false, false, true}} {
+			nodeLimit                 int
+		}{{"two-phase", true, false, false, 0}, {"strong-branching", false, true, false, 0}, {"two-phase strong-branching", true, true, false, 0}, {"class search", false, false, true, 0}, {"class search stopped", false, false, true, 2 + it%16}} {
 			o := opt
 			o.twoPhase, o.strongAlways = v.twoPhase, v.strong
 			o.noClasses, o.classesAlways = v.twoPhase, v.classes
+			if v.nodeLimit > 0 {
+				o.NodeLimit = v.nodeLimit
+			}
 			res2, err := Solve(ctx, p, o)
 			if err != nil {
 				t.Fatalf("instance %d: %s Solve: %v\n%s", it, v.name, err, dump(p))
