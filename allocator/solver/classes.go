@@ -222,6 +222,9 @@ func (s *search) proveByClasses(p *Problem, work int) (bound float64, finished b
 		return math.Inf(1), true
 	}
 	root := full.bound()
+	// kept is what the searches that started again proved: nothing
+	// they left open or cut, nor what their fixing dropped, is below it.
+	kept := math.Inf(-1)
 	for attempt := 0; ; attempt++ {
 		if s.best != nil && root >= s.cutAt() {
 			return max(root, s.bestVal-s.tol), true
@@ -239,8 +242,9 @@ func (s *search) proveByClasses(p *Problem, work int) (bound float64, finished b
 		cs.g.scans = 0
 		if !cs.restart {
 			s.stopped = cs.stopped
-			return min(s.bestVal, cs.minOpen), !cs.stopped && !cs.unproven
+			return min(s.bestVal, max(kept, cs.minOpen)), !cs.stopped && !cs.unproven
 		}
+		kept = max(kept, min(s.bestVal, cs.minOpen))
 	}
 }
 
@@ -460,42 +464,27 @@ func (cs *classSearch) explore(depth int, b float64) {
 			cs.minOpen = min(cs.minOpen, kid.bound)
 			continue
 		}
+		// branch solved this same LP (restore is deterministic).
 		cs.g.setBounds(k, kid.lo, kid.hi)
 		if cs.g.restore() {
-			// Strong branching solved this same LP (restore is
-			// deterministic); an estimated child is solved now.
-			if kid.estimated {
-				kid.bound = cs.bound()
-				cs.learn(k, kid.side, kid.items, kid.bound-b)
-			}
 			cs.explore(depth+1, max(b, kid.bound))
 		}
 		cs.g.load(st, cs.bounded)
 	}
 	// A stopped search leaves open what it did not enter: each child's
 	// region, with the bound its LP proves (the child it entered left its
-	// own open nodes). An estimated child's LP is solved now, so that the
-	// gap reported stays that of the open nodes' LPs. A search that
-	// starts again drops what it left open.
-	if cs.stopped && !cs.restart {
+	// own open nodes).
+	if cs.stopped {
 		for _, kid := range kids[entered:] {
-			if kid.estimated {
-				cs.g.setBounds(k, kid.lo, kid.hi)
-				kid.bound = math.Inf(1)
-				if cs.g.restore() {
-					kid.bound = cs.bound()
-				}
-				cs.g.load(st, cs.bounded)
-			}
 			cs.minOpen = min(cs.minOpen, max(b, kid.bound))
 		}
 	}
 }
 
 // classChild is one side of a branch: the class arc's new bounds and the
-// bound its LP proves (+Inf when it has no flow), or, when estimated, only
-// the parent's; side is 0 for the lower side, and items is how far the
-// side moves the arc's flow, in items.
+// bound its LP proves (+Inf when it has no flow), or, when estimated, its
+// pseudo-cost's guess; side is 0 for the lower side, and items is how far
+// the side moves the arc's flow, in items.
 type classChild struct {
 	lo, hi    int
 	bound     float64
@@ -525,7 +514,7 @@ func (pc *pseudoCost) estimate(side int, items float64) float64 {
 }
 
 // learn records that moving class arc k's flow items items to side
-// gained gain on the bound.
+// gained gain on the bound (nothing when the side has no flow).
 func (cs *classSearch) learn(k, side int, items, gain float64) {
 	if math.IsInf(gain, 0) || math.IsNaN(gain) {
 		return
@@ -539,7 +528,8 @@ func (cs *classSearch) learn(k, side int, items, gain float64) {
 // one of best branchScore. Arcs with a trusted pseudo-cost are estimated;
 // up to classBranch others, largest sizes first, are tried by strong
 // branching, which teaches their pseudo-costs. It returns the arc and its
-// two children, the one of least bound first; the network is back at st.
+// two children with the bounds their LPs prove, the one of least bound
+// first; the network is back at st.
 func (cs *classSearch) branch(b float64, frac []int, st *flowState) (int, [2]classChild) {
 	best, bestScore, strong := -1, math.Inf(-1), 0
 	var bestKids [2]classChild
@@ -566,9 +556,14 @@ func (cs *classSearch) branch(b float64, frac []int, st *flowState) (int, [2]cla
 			return k, kids // both children are cut: no need to look further
 		}
 	}
-	for c := range bestKids {
-		if bestKids[c].estimated {
-			bestKids[c].bound = b // a guess proves nothing
+	if bestKids[0].estimated {
+		// A guess proves nothing, and the order it gives the children
+		// misleads the dive for an incumbent: on a round whose first
+		// incumbent was far from optimal (TestPoorIncumbentRound), diving
+		// to the child of least guess found no whole node in 1,516.
+		cs.solveChildren(best, b, &bestKids, st)
+		if bestKids[1].bound < bestKids[0].bound {
+			bestKids[0], bestKids[1] = bestKids[1], bestKids[0]
 		}
 	}
 	return best, bestKids
@@ -586,17 +581,18 @@ func (cs *classSearch) children(k int) [2]classChild {
 	}
 }
 
-// solveChildren sets each child's bound from its LP (+Inf when it has no
-// flow), learning from both; the network is back at st.
+// solveChildren sets the bounds of the children of a branch on class arc
+// k from their LPs (+Inf when one has no flow), learning from both; the
+// network is back at st.
 func (cs *classSearch) solveChildren(k int, b float64, kids *[2]classChild, st *flowState) {
 	for c := range kids {
 		cs.g.setBounds(k, kids[c].lo, kids[c].hi)
-		kids[c].bound = math.Inf(1)
+		kids[c].bound, kids[c].estimated = math.Inf(1), false
 		if cs.g.restore() {
 			kids[c].bound = cs.bound()
-			cs.learn(k, kids[c].side, kids[c].items, kids[c].bound-b)
 		}
 		cs.g.load(st, cs.bounded)
+		cs.learn(k, kids[c].side, kids[c].items, kids[c].bound-b)
 	}
 }
 
