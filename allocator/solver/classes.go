@@ -599,10 +599,9 @@ func (cs *classSearch) solveChildren(k int, b float64, kids *[2]classChild, st *
 // branchScore rates a branch from a node of bound b by the product of
 // its children's gains, each at least 1e-12, as MIP solvers do: it
 // prefers arcs that raise both sides over one that raises one side only
-// (an infeasible child counts as an infinite gain). On the dumped late
-// rounds of the large setting this, with pseudo-costs, proved 45 of 49
-// rounds within the work limit and used 42% less work than strong
-// branching on the weaker child's bound alone (36 of 49).
+// (an infeasible child counts as an infinite gain). With pseudo-costs it
+// proves 10 of the 14 hard rounds of testdata within the work limit, where
+// strong branching on the weaker child's bound alone proved 1.
 func branchScore(b float64, kids [2]classChild) float64 {
 	return max(kids[0].bound-b, 1e-12) * max(kids[1].bound-b, 1e-12)
 }
