@@ -25,7 +25,8 @@ import (
 // the search starts again when it halves the gap the fixing was measured
 // against. It chooses the arc to branch on by pseudo-costs once an arc's
 // have been measured twice each way, and by strong branching until then
-// (branch).
+// (branch). Before it branches, it dives from its root for an incumbent
+// (dive).
 
 // classSearch is one class search over a round, run after the item search
 // (search) with its incumbent and tolerance.
@@ -225,13 +226,20 @@ func (s *search) proveByClasses(p *Problem, work int) (bound float64, finished b
 	// kept is what the searches that started again proved: nothing
 	// they left open or cut, nor what their fixing dropped, is below it.
 	kept := math.Inf(-1)
+	full.dive(root)
 	for attempt := 0; ; attempt++ {
 		if s.best != nil && root >= s.cutAt() {
-			return max(root, s.bestVal-s.tol), true
+			return s.cutBound(root), true
 		}
 		cs, fixed, settled := s.fixedClassSearch(full, root)
 		if settled {
-			return s.bestVal, true // no option, or no flow, beats the incumbent
+			return s.cutBound(root), true // no option, or no flow, beats cutAt
+		}
+		// What the fixing dropped is open, at cutAt (the search's
+		// incumbents only lower it).
+		open := math.Inf(1)
+		if fixed != nil {
+			open = s.cutBound(root)
 		}
 		if s.best != nil && attempt < classRestarts {
 			cs.restartBelow = s.bestVal - (s.bestVal-root)/2
@@ -240,12 +248,24 @@ func (s *search) proveByClasses(p *Problem, work int) (bound float64, finished b
 		s.unassign(fixed)
 		s.work += classWork(cs.g.scans)
 		cs.g.scans = 0
+		open = min(open, cs.minOpen)
 		if !cs.restart {
 			s.stopped = cs.stopped
-			return min(s.bestVal, max(kept, cs.minOpen)), !cs.stopped && !cs.unproven
+			return min(s.bestVal, max(kept, open)), !cs.stopped && !cs.unproven
 		}
-		kept = max(kept, min(s.bestVal, cs.minOpen))
+		kept = max(kept, min(s.bestVal, open))
 	}
+}
+
+// cutBound is what a class search of root bound root proves of what it
+// cut, or its fixing dropped, at cutAt: nothing there beats the incumbent
+// by more than float noise, or, with a gap tolerance, nothing is below
+// cutAt.
+func (s *search) cutBound(root float64) float64 {
+	if s.gapTol > 0 {
+		return max(root, s.cutAt())
+	}
+	return s.bestVal
 }
 
 // classRoot builds the class network over p and solves its LP from the
@@ -448,11 +468,7 @@ func (cs *classSearch) explore(depth int, b float64) {
 		}
 		return
 	}
-	if len(cs.states) <= depth {
-		cs.states = append(cs.states, flowState{})
-	}
-	st := &cs.states[depth]
-	cs.g.save(st, cs.bounded)
+	st := cs.save(depth)
 	k, kids := cs.branch(b, frac, st)
 	entered := 0
 	for _, kid := range kids {
@@ -479,6 +495,16 @@ func (cs *classSearch) explore(depth int, b float64) {
 			cs.minOpen = min(cs.minOpen, max(b, kid.bound))
 		}
 	}
+}
+
+// save saves the network in the state of depth depth, and returns it.
+func (cs *classSearch) save(depth int) *flowState {
+	if len(cs.states) <= depth {
+		cs.states = append(cs.states, flowState{})
+	}
+	st := &cs.states[depth]
+	cs.g.save(st, cs.bounded)
+	return st
 }
 
 // classChild is one side of a branch: the class arc's new bounds and the
@@ -519,7 +545,7 @@ func (cs *classSearch) learn(k, side int, items, gain float64) {
 	if math.IsInf(gain, 0) || math.IsNaN(gain) {
 		return
 	}
-	pc := &cs.pseudo[k-cs.bounded[0]]
+	pc := &cs.pseudo[cs.slot(k)]
 	pc.gain[side] += max(0, gain) / items
 	pc.n[side]++
 }
@@ -535,7 +561,7 @@ func (cs *classSearch) branch(b float64, frac []int, st *flowState) (int, [2]cla
 	var bestKids [2]classChild
 	for _, k := range frac {
 		kids := cs.children(k)
-		switch pc := &cs.pseudo[k-cs.bounded[0]]; {
+		switch pc := &cs.pseudo[cs.slot(k)]; {
 		case pc.reliable():
 			for c := range kids {
 				kids[c].bound, kids[c].estimated = b+pc.estimate(kids[c].side, kids[c].items), true
@@ -546,9 +572,7 @@ func (cs *classSearch) branch(b float64, frac []int, st *flowState) (int, [2]cla
 		default:
 			continue
 		}
-		if kids[1].bound < kids[0].bound {
-			kids[0], kids[1] = kids[1], kids[0]
-		}
+		leastFirst(&kids)
 		if score := branchScore(b, kids); score > bestScore || best < 0 {
 			best, bestScore, bestKids = k, score, kids
 		}
@@ -559,12 +583,10 @@ func (cs *classSearch) branch(b float64, frac []int, st *flowState) (int, [2]cla
 	if bestKids[0].estimated {
 		// A guess proves nothing, and the order it gives the children
 		// misleads the dive for an incumbent: on a round whose first
-		// incumbent was far from optimal (TestPoorIncumbentRound), diving
+		// incumbent was far from optimal (TestPoorIncumbentRounds), diving
 		// to the child of least guess found no whole node in 1,516.
 		cs.solveChildren(best, b, &bestKids, st)
-		if bestKids[1].bound < bestKids[0].bound {
-			bestKids[0], bestKids[1] = bestKids[1], bestKids[0]
-		}
+		leastFirst(&bestKids)
 	}
 	return best, bestKids
 }
@@ -572,12 +594,22 @@ func (cs *classSearch) branch(b float64, frac []int, st *flowState) (int, [2]cla
 // children are the two sides of a branch on class arc k: at most the
 // whole items below its flow, or at least one more.
 func (cs *classSearch) children(k int) [2]classChild {
-	size := cs.boundedSize[k-cs.bounded[0]]
+	size := cs.boundedSize[cs.slot(k)]
 	f := cs.g.flow[k]
 	q := f / size * size
 	return [2]classChild{
 		{lo: cs.g.lo[k], hi: q, side: 0, items: float64(f-q) / float64(size)},
 		{lo: q + size, hi: cs.g.hi[k], side: 1, items: float64(q+size-f) / float64(size)},
+	}
+}
+
+// slot is class arc k's index in bounded, and in boundedSize and pseudo.
+func (cs *classSearch) slot(k int) int { return k - cs.bounded[0] }
+
+// leastFirst orders a branch's children by bound, the least first.
+func leastFirst(kids *[2]classChild) {
+	if kids[1].bound < kids[0].bound {
+		kids[0], kids[1] = kids[1], kids[0]
 	}
 }
 
@@ -708,4 +740,63 @@ func (cs *classSearch) assignSplit(choice, split []int) bool {
 		}
 	}
 	return true
+}
+
+// dive looks for an incumbent from the class search's root, of bound
+// root, before the search: depth first, it rounds the fractional arc of
+// largest size to the side whose LP is lower first, going back when
+// neither side has a flow, within classDiveNodes nodes per class arc.
+// Where the item search's incumbent is far from the bound, the search's
+// own dive, which branches by strong branching on up to classBranch arcs
+// at every node, can spend its whole work limit before it reaches a whole
+// node (TestPoorIncumbentRounds); this one takes two LPs per node, and
+// its incumbent lets reduced-cost fixing drop more. The network is back
+// at the root when it returns.
+func (cs *classSearch) dive(root float64) {
+	if cs.s.best != nil && root >= cs.s.cutAt() {
+		return
+	}
+	budget := classDiveNodes * len(cs.bounded)
+	cs.diveFrom(0, root, &budget)
+	cs.s.work += classWork(cs.g.scans)
+	cs.g.scans = 0
+}
+
+// classDiveNodes bounds dive's nodes, per class arc.
+const classDiveNodes = 4
+
+// diveFrom goes on with dive from a node of bound b at depth depth; it
+// reports whether the dive is over (an incumbent found, or its budget or
+// the search's work spent). The network is back at the node when it
+// returns.
+func (cs *classSearch) diveFrom(depth int, b float64, budget *int) bool {
+	s := cs.s
+	if *budget--; *budget < 0 || s.work+classWork(cs.g.scans) > s.workLimit {
+		return true
+	}
+	frac := cs.fractional()
+	if len(frac) == 0 {
+		if choice := cs.extract(); choice != nil {
+			s.offerSub(cs.p, cs.idx, cs.fixedCost, func(j int) int { return choice[j] })
+			return true
+		}
+		return false
+	}
+	k := frac[0]
+	st := cs.save(depth)
+	kids := cs.children(k)
+	cs.solveChildren(k, b, &kids, st)
+	leastFirst(&kids)
+	for _, kid := range kids {
+		if math.IsInf(kid.bound, 1) || s.best != nil && kid.bound >= s.cutAt() {
+			break
+		}
+		cs.g.setBounds(k, kid.lo, kid.hi)
+		over := cs.g.restore() && cs.diveFrom(depth+1, max(b, kid.bound), budget)
+		cs.g.load(st, cs.bounded)
+		if over {
+			return true
+		}
+	}
+	return false
 }

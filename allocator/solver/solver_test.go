@@ -265,6 +265,53 @@ func TestSolveGapTolerance(t *testing.T) {
 	}
 }
 
+// TestGapToleranceRegressions keeps instances on which a search within a
+// gap tolerance once reported a bound above the optimum; found by
+// TestSolveGapTolerance's sweep of 100,000 instances once the class
+// search dived for an incumbent at its root (classes.go).
+func TestGapToleranceRegressions(t *testing.T) {
+	inf := math.Inf(1)
+	for _, tc := range []struct {
+		name string
+		p    Problem
+	}{{
+		// The root's bound was within the tolerance of the dive's
+		// incumbent, and the search reported that incumbent less its
+		// float noise as the bound: 56.225244 against the optimum 55.56.
+		name: "root within the tolerance",
+		p: Problem{Capacity: []int{5, 7, 6}, Size: []int{2, 8, 2, 4, 1, 2, 3, 1}, Cost: []float64{
+			0.6907752644282206, 1.354885725035524, inf, 4.097905490119853, 3.0277519094106897, 12.588672970243344,
+			16.344851029805966, 17.501382199190626, 12.58441022635116, 3.799110847241607, 4.67272130582717, 18.265140070495068,
+			8.259811019696755, 3.147123684343114, inf, 18.712459259858637, inf, 12.2876970313974,
+			inf, 19.142200666151194, 9.083547375487584, 9.334417922343219, 13.793490674128279, 19.150713178690918}},
+	}, {
+		// Reduced-cost fixing at the class search's root dropped the
+		// 8-GPU job's option, whose assignments cost less than the
+		// incumbent but more than the tolerance below it; the search
+		// counted nothing it dropped as open and reported the incumbent,
+		// -5.479e9, as proven, where the optimum is -5.734e9.
+		name: "fixing drops an option within the tolerance",
+		p: Problem{Capacity: []int{10}, Size: []int{4, 1, 1, 2, 2, 8, 4}, Cost: []float64{
+			1.0559087953173654e+08, -7.071600205404371e+09, 1.3376424831990478e+09, 1.49432800598149e+08,
+			-7736.532227610522, -35874.02231359249, 6.465515459632245e+09}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &tc.p
+			k, want, _ := bruteForce(p, true)
+			p.MinUsage = k
+			for _, strong := range []bool{false, true} {
+				res, err := Solve(context.Background(), p, Options{noDP: true, GapTolerance: 0.05, classesAlways: true, strongAlways: strong})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tol := tolAt(p, want); res.Bound > want+tol || res.Status == Optimal && res.Objective > want+tol {
+					t.Errorf("strong branching %v: %v, objective %v, bound %v; optimum %v", strong, res.Status, res.Objective, res.Bound, want)
+				}
+			}
+		})
+	}
+}
+
 // TestSolveGapToleranceMidSized checks the tolerance on clusters too
 // large for the DP outright but small enough for its fallback: an answer
 // proven within the tolerance is returned as it is, not solved again by
