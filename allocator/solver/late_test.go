@@ -182,7 +182,7 @@ var poorRounds = []string{
 	// of them 1-GPU): incumbent -5.27, bound -22.92. Before the class
 	// search's dive from its root (classes.go), it reached no whole node
 	// within the default limits and reported a gap of 3.35; the dive
-	// finds -22.915 in 1.5M units of work.
+	// finds -22.915 in 1.4M units of work.
 	"large-poor-60s-s0-r2477-n472.json.gz",
 }
 
