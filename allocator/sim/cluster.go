@@ -51,6 +51,8 @@ type Cluster struct {
 	lg     *Log
 	active []*simJob
 	byID   map[string]*simJob
+	// modelIdx is each model's index in lg.Cluster (Event.Model).
+	modelIdx map[string]int16
 	// finished are jobs that completed in the last round: observed once as
 	// finished, then gone, as Nomad's garbage collection would.
 	finished []*simJob
@@ -79,6 +81,10 @@ func newCluster(cfg Config, roundSeconds float64, lg *Log) *Cluster {
 	c := &Cluster{roundS: roundSeconds, restart: cfg.RestartSeconds, learn: cfg.Learn, lg: lg, byID: map[string]*simJob{}, tenantOf: cfg.TenantOf,
 		exact: cfg.MinRoundGapSeconds > 0}
 	c.models = append(c.models, cfg.Cluster...)
+	c.modelIdx = make(map[string]int16, len(lg.Cluster))
+	for k, m := range lg.Cluster {
+		c.modelIdx[m.Name] = int16(k)
+	}
 	sort.Slice(c.models, func(a, b int) bool { return c.models[a].Name < c.models[b].Name })
 	c.hosts = Hosts(c.models, cfg.HostGPUs)
 	for _, h := range c.hosts {
@@ -282,7 +288,7 @@ func (c *Cluster) Apply(_ context.Context, p *loop.Plan) loop.ApplyResult {
 		switch ch.Action {
 		case loop.ActionPark:
 			if j.running != "" {
-				c.lg.Events = append(c.lg.Events, Event{Time: c.now, Round: round, Kind: EvPreempt, Job: j.idx, Model: j.running})
+				c.event(c.now, round, EvPreempt, j, j.running, 0)
 			}
 			j.running = ""
 			j.job.Gated, j.job.Allocs, j.job.RunningModel, j.job.Slots = true, nil, "", nil
@@ -298,7 +304,7 @@ func (c *Cluster) Apply(_ context.Context, p *loop.Plan) loop.ApplyResult {
 				// A resume after a park, or a move: the job restarts.
 				j.penalty = c.restart
 			}
-			c.lg.Events = append(c.lg.Events, Event{Time: c.now, Round: round, Kind: kind, Job: j.idx, Model: ch.Model, Hosts: placement.Hosts(ch.Slots)})
+			c.event(c.now, round, kind, j, ch.Model, placement.Hosts(ch.Slots))
 			j.running, j.last = ch.Model, ch.Model
 			j.job.Gated, j.job.OffPool, j.job.Model, j.job.RunningModel = false, false, ch.Model, ch.Model
 			j.job.Allocs = []string{j.spec.ID}
@@ -306,6 +312,11 @@ func (c *Cluster) Apply(_ context.Context, p *loop.Plan) loop.ApplyResult {
 		}
 	}
 	return res
+}
+
+// event logs what happened to j at t, on model.
+func (c *Cluster) event(t float64, round int, kind EventKind, j *simJob, model string, hosts int) {
+	c.lg.Events = append(c.lg.Events, Event{Time: t, Round: int32(round), Job: int32(j.idx), Model: c.modelIdx[model], Hosts: uint16(hosts), Kind: kind})
 }
 
 // run advances the clock by one round of the given length: every job
@@ -334,7 +345,7 @@ func (c *Cluster) run(length roundLength) (busy float64) {
 		j.done += work
 		busy += float64(j.spec.GPUs) * used
 		if j.done >= j.spec.Work {
-			c.lg.Events = append(c.lg.Events, Event{Time: c.now + used, Round: round, Kind: EvFinish, Job: j.idx, Model: j.running})
+			c.event(c.now+used, round, EvFinish, j, j.running, 0)
 			delete(c.byID, j.job.ID)
 			c.finished = append(c.finished, j)
 			continue

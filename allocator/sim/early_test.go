@@ -190,10 +190,10 @@ func checkWorkAndCapacity(t *testing.T, lg *sim.Log, restart float64) {
 		model string
 		since float64
 	}
-	on := map[int]hold{}
+	on := map[int32]hold{}
 	possible := make([]float64, len(lg.Jobs)) // work at full rate over the time held
 	finished, rejected := 0, 0
-	release := func(j int, at float64) {
+	release := func(j int32, at float64) {
 		h, ok := on[j]
 		if !ok {
 			t.Fatalf("job %d released at %g without holding GPUs", j, at)
@@ -212,7 +212,7 @@ func checkWorkAndCapacity(t *testing.T, lg *sim.Log, restart float64) {
 			}
 		}
 	}
-	round, at := -1, 0.0
+	round, at := int32(-1), 0.0
 	for _, e := range lg.Events {
 		if e.Kind == sim.EvArrive {
 			continue // logged when admitted, at its own time
@@ -228,10 +228,10 @@ func checkWorkAndCapacity(t *testing.T, lg *sim.Log, restart float64) {
 		round, at = e.Round, e.Time
 		switch e.Kind {
 		case sim.EvRun:
-			on[e.Job] = hold{e.Model, e.Time}
+			on[e.Job] = hold{lg.ModelName(e), e.Time}
 		case sim.EvMigrate:
 			release(e.Job, e.Time)
-			on[e.Job] = hold{e.Model, e.Time}
+			on[e.Job] = hold{lg.ModelName(e), e.Time}
 		case sim.EvPreempt:
 			release(e.Job, e.Time)
 		case sim.EvFinish:

@@ -94,29 +94,43 @@ type Progress struct {
 }
 
 // EventKind is what happened to a job.
-type EventKind string
+type EventKind uint8
 
 // Event kinds of the log.
 const (
-	EvArrive  EventKind = "arrive"
-	EvReject  EventKind = "reject"
-	EvRun     EventKind = "run"     // starts running after not running
-	EvMigrate EventKind = "migrate" // runs on another model than last round
-	EvPreempt EventKind = "preempt" // ran last round, waits this round
-	EvMove    EventKind = "move"    // put on other hosts of the same model (consolidation)
-	EvFinish  EventKind = "finish"
+	EvArrive  EventKind = iota
+	EvReject            // fits no GPU model of the cluster
+	EvRun               // starts running after not running
+	EvMigrate           // runs on another model than last round
+	EvPreempt           // ran last round, waits this round
+	EvMove              // put on other hosts of the same model (consolidation)
+	EvFinish
 )
 
-// Event is one entry of the run's log. Time is seconds.
+var eventKinds = [...]string{"arrive", "reject", "run", "migrate", "preempt", "move", "finish"}
+
+func (k EventKind) String() string {
+	if int(k) < len(eventKinds) {
+		return eventKinds[k]
+	}
+	return fmt.Sprintf("EventKind(%d)", k)
+}
+
+// NoModel is Event.Model for events on no model (arrive, reject).
+const NoModel = -1
+
+// Event is one entry of the run's log. Time is seconds. It is 24 bytes:
+// a long run of a policy that preempts every round logs tens of millions
+// of them (the paper's fft at 120 s restarts: 15 million in 25,000
+// rounds), so indices stand for the job and the model.
 type Event struct {
-	Time   float64   `json:"t"`
-	Round  int       `json:"round"`
-	Kind   EventKind `json:"kind"`
-	Job    int       `json:"job"` // index into Log.Jobs
-	Model  string    `json:"model,omitempty"`
-	Reason string    `json:"reason,omitempty"`
+	Time  float64
+	Round int32
+	Job   int32 // index into Log.Jobs
+	Model int16 // index into Log.Cluster, or NoModel
 	// Hosts is how many hosts a run, migrate or move event puts the job on.
-	Hosts int `json:"hosts,omitempty"`
+	Hosts uint16
+	Kind  EventKind
 }
 
 // RoundStats is one round's totals: what the simulated cluster measured,
@@ -177,6 +191,14 @@ type Log struct {
 	// Parent maps each part of a split job to the job it was.
 	Liars  map[string]AdversaryKind `json:"liars,omitempty"`
 	Parent map[string]string        `json:"parent,omitempty"`
+}
+
+// ModelName is the name of e's model ("" for NoModel).
+func (lg *Log) ModelName(e Event) string {
+	if e.Model == NoModel {
+		return ""
+	}
+	return lg.Cluster[e.Model].Name
 }
 
 // Run simulates pol over the jobs of src on cfg.Cluster. The rounds are
@@ -384,9 +406,9 @@ func (a *admission) admit(round int) error {
 		spec.Index = len(a.lg.Jobs)
 		a.lg.Jobs = append(a.lg.Jobs, spec)
 		idx := len(a.lg.Jobs) - 1
-		a.lg.Events = append(a.lg.Events, Event{Time: spec.Arrival, Round: round, Kind: EvArrive, Job: idx})
+		a.lg.Events = append(a.lg.Events, Event{Time: spec.Arrival, Round: int32(round), Kind: EvArrive, Job: int32(idx), Model: NoModel})
 		if !a.c.fits(&a.lg.Jobs[idx]) {
-			a.lg.Events = append(a.lg.Events, Event{Time: now, Round: round, Kind: EvReject, Job: idx, Reason: "fits no GPU model of the cluster"})
+			a.lg.Events = append(a.lg.Events, Event{Time: now, Round: int32(round), Kind: EvReject, Job: int32(idx), Model: NoModel})
 			if a.inWindow(idx) {
 				a.measuredDone++
 			}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nomad-fft/nomad-fft/allocator"
@@ -102,7 +103,7 @@ func TestRunScenarios(t *testing.T) {
 }
 
 func TestRunRejectsJobThatFitsNothing(t *testing.T) {
-	jobs := []workload.JobSpec{job("big", 0, 10, 4, "fast", 1.0), job("ok", 0, 10, 1, "fast", 1.0)}
+	jobs := []workload.JobSpec{job("big", 0, 10, 4, "fast", 1.0), job("ok", 0, 10, 1, "slow", 1.0)}
 	lg, err := sim.Run(context.Background(), policy.NewFIFOPerf(policy.Options{}), &workload.SliceSource{Jobs: jobs}, sim.Config{Cluster: twoModels, RoundSeconds: 100})
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +111,20 @@ func TestRunRejectsJobThatFitsNothing(t *testing.T) {
 	res, s := metrics.Analyse(lg, nil)
 	if s.Rejected != 1 || s.Finished != 1 || !res[0].Rejected {
 		t.Errorf("rejected %d, finished %d, job 0 rejected %v; want 1, 1, true", s.Rejected, s.Finished, res[0].Rejected)
+	}
+	want := map[sim.EventKind]string{sim.EvArrive: "", sim.EvReject: "", sim.EvRun: "slow", sim.EvFinish: "slow"}
+	for _, e := range lg.Events {
+		if m, ok := want[e.Kind]; !ok || lg.ModelName(e) != m {
+			t.Errorf("event %+v: %s of job %d on %q, want one of %v", e, e.Kind, e.Job, lg.ModelName(e), want)
+		}
+	}
+}
+
+// TestEventSize keeps the log's entry small: a long run of a policy that
+// preempts every round logs tens of millions of events (sim.Event).
+func TestEventSize(t *testing.T) {
+	if n := unsafe.Sizeof(sim.Event{}); n > 24 {
+		t.Errorf("sim.Event is %d bytes, want at most 24", n)
 	}
 }
 

@@ -42,7 +42,7 @@ type served struct {
 // serviceOf is each job's arrival, finish and GPU time held, by ID.
 func serviceOf(lg *sim.Log) map[string]*served {
 	out := make(map[string]*served, len(lg.Jobs))
-	start := make(map[int]float64, len(lg.Jobs))
+	start := make(map[int32]float64, len(lg.Jobs))
 	for k := range lg.Jobs {
 		out[lg.Jobs[k].ID] = &served{arrival: lg.Jobs[k].Arrival}
 	}

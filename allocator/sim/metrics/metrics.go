@@ -119,7 +119,10 @@ func Analyse(lg *sim.Log, ref *sim.Log) ([]JobResult, Summary) {
 			FTF: math.NaN(), FTFArrival: math.NaN(), FTFGavel: math.NaN(),
 			Measured: !windowed || (k >= lg.Window.Lo && k < lg.Window.Hi)}
 	}
-	last := make([]string, n)
+	last := make([]int16, n) // each job's model in its last run
+	for k := range last {
+		last[k] = sim.NoModel
+	}
 	type change struct {
 		t float64
 		d int
@@ -142,7 +145,7 @@ func Analyse(lg *sim.Log, ref *sim.Log) ([]JobResult, Summary) {
 				r.FirstRun = e.Time
 				r.Starvation = e.Time - r.Arrival
 			}
-			if last[e.Job] != "" && last[e.Job] != e.Model {
+			if last[e.Job] != sim.NoModel && last[e.Job] != e.Model {
 				r.Switches++
 			}
 			last[e.Job] = e.Model
