@@ -314,9 +314,12 @@ func (c *Cluster) Apply(_ context.Context, p *loop.Plan) loop.ApplyResult {
 	return res
 }
 
-// event logs what happened to j at t, on model.
+// event logs what happened to j at t, on model (Run bounds the rounds and
+// models to the event's fields; a job on more hosts than 16 bits count is
+// logged at the most they do, still split).
 func (c *Cluster) event(t float64, round int, kind EventKind, j *simJob, model string, hosts int) {
-	c.lg.Events = append(c.lg.Events, Event{Time: t, Round: int32(round), Job: int32(j.idx), Model: c.modelIdx[model], Hosts: uint16(hosts), Kind: kind})
+	c.lg.Events = append(c.lg.Events, Event{Time: t, Round: int32(round), Job: int32(j.idx), Model: c.modelIdx[model],
+		Hosts: uint16(min(hosts, math.MaxUint16)), Kind: kind})
 }
 
 // run advances the clock by one round of the given length: every job

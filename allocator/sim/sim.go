@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
@@ -109,6 +110,7 @@ const (
 
 var eventKinds = [...]string{"arrive", "reject", "run", "migrate", "preempt", "move", "finish"}
 
+// String is the kind's name, as the log's readers print it.
 func (k EventKind) String() string {
 	if int(k) < len(eventKinds) {
 		return eventKinds[k]
@@ -213,9 +215,15 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 	if len(cfg.Cluster) == 0 {
 		return nil, errors.New("sim: empty cluster")
 	}
+	if len(cfg.Cluster) > math.MaxInt16 {
+		return nil, fmt.Errorf("sim: %d GPU models; the log's events index at most %d", len(cfg.Cluster), math.MaxInt16)
+	}
 	maxRounds := cfg.MaxRounds
 	if maxRounds <= 0 {
 		maxRounds = 10_000_000
+	}
+	if maxRounds > math.MaxInt32 {
+		return nil, fmt.Errorf("sim: MaxRounds %d is over the log's %d: give a smaller limit", maxRounds, math.MaxInt32)
 	}
 	if cfg.MaxSimSeconds < 0 {
 		return nil, fmt.Errorf("sim: MaxSimSeconds %g is negative: give 0 for no limit or a time > 0", cfg.MaxSimSeconds)

@@ -3,6 +3,7 @@ package sim_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -255,6 +256,31 @@ func TestRunSimTimeLimit(t *testing.T) {
 	if _, err := sim.Run(context.Background(), policy.NewFIFOPerf(policy.Options{}),
 		workload.NewGenerator(workload.GenConfig{Rate: 1, Seed: 2, Jobs: 3}), sim.Config{Cluster: cl, MaxSimSeconds: -1}); err == nil || !strings.Contains(err.Error(), "MaxSimSeconds") {
 		t.Errorf("a negative limit gave %v, want an error naming MaxSimSeconds", err)
+	}
+}
+
+// TestRunConfigBeyondTheLog: the log's events count rounds in 32 bits and
+// models in 16; a run that could overflow them is refused up front, naming
+// what to change.
+func TestRunConfigBeyondTheLog(t *testing.T) {
+	many := make([]allocator.Model, math.MaxInt16+1)
+	for k := range many {
+		many[k] = allocator.Model{Name: fmt.Sprintf("m%d", k), GPUs: 1}
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  sim.Config
+		want string
+	}{
+		{"models", sim.Config{Cluster: many}, "GPU models"},
+		{"rounds", sim.Config{Cluster: twoModels, MaxRounds: math.MaxInt32 + 1}, "MaxRounds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := sim.Run(context.Background(), policy.NewFIFOPerf(policy.Options{}), &workload.SliceSource{}, tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Run gave %v, want an error naming %q", err, tc.want)
+			}
+		})
 	}
 }
 
