@@ -126,13 +126,13 @@ const NoModel = -1
 // of them (the paper's fft at 120 s restarts: 15 million in 25,000
 // rounds), so indices stand for the job and the model.
 type Event struct {
-	Time  float64
-	Round int32
-	Job   int32 // index into Log.Jobs
-	Model int16 // index into Log.Cluster, or NoModel
+	Time  float64 `json:"t"`
+	Round int32   `json:"round"`
+	Job   int32   `json:"job"`   // index into Log.Jobs
+	Model int16   `json:"model"` // index into Log.Cluster, or NoModel
 	// Hosts is how many hosts a run, migrate or move event puts the job on.
-	Hosts uint16
-	Kind  EventKind
+	Hosts uint16    `json:"hosts,omitempty"`
+	Kind  EventKind `json:"kind"`
 }
 
 // RoundStats is one round's totals: what the simulated cluster measured,
@@ -216,7 +216,7 @@ func Run(ctx context.Context, pol policy.Policy, src workload.Source, cfg Config
 		return nil, errors.New("sim: empty cluster")
 	}
 	if len(cfg.Cluster) > math.MaxInt16 {
-		return nil, fmt.Errorf("sim: %d GPU models; the log's events index at most %d", len(cfg.Cluster), math.MaxInt16)
+		return nil, fmt.Errorf("sim: %d GPU models, over the %d the log's events can name: give fewer models", len(cfg.Cluster), math.MaxInt16)
 	}
 	maxRounds := cfg.MaxRounds
 	if maxRounds <= 0 {
