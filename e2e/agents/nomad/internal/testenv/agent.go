@@ -140,6 +140,10 @@ func TempDir(t testing.TB) string {
 		if err := agentrun.UnmountUnder(dir); err != nil {
 			t.Errorf("cleaning up %s: %v", dir, err)
 		}
+		if os.Getenv(EnvKeep) == "1" {
+			t.Logf("%s=1: kept %s", EnvKeep, dir)
+			return
+		}
 		if err := os.RemoveAll(dir); err != nil {
 			t.Errorf("removing %s: %v", dir, err)
 		}

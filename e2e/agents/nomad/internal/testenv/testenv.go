@@ -18,6 +18,9 @@ const (
 	EnvE2E = "FFT_E2E"
 	// EnvPluginBin names a prebuilt plugin binary to use instead of building one.
 	EnvPluginBin = "FFT_PLUGIN_BIN"
+	// EnvKeep set to 1 keeps each test's folder (the agents' data and logs) after the test,
+	// and logs where it is; the agents are stopped all the same.
+	EnvKeep = "FFT_E2E_KEEP"
 )
 
 // RepoRoot returns the root of the main module, found by walking up from the working
