@@ -103,6 +103,17 @@ type Store struct {
 	keep int
 	// scratch is Record's encoding memory, kept between rounds.
 	scratch recycle.Keeper[scratches]
+	// prepared is what Prepare encoded for Record, or nil.
+	prepMu   sync.Mutex
+	prepared *prepared
+}
+
+// prepared is the job records' operations Prepare encoded for the Record of
+// next, in sc.
+type prepared struct {
+	next *loop.Ledger
+	ops  api.TxnOps
+	sc   *scratches
 }
 
 // New returns a Store under prefix ("" means DefaultPrefix).
@@ -410,29 +421,8 @@ func (s *Store) Record(ctx context.Context, prev, next *loop.Ledger, rec *loop.R
 	if err != nil {
 		return err
 	}
-	// The values are encoded in the last round's memory, and written
-	// before it is kept for the next.
-	sc := s.scratch.Take()
-	if sc == nil {
-		sc = new(scratches)
-	}
+	sc, jobOps, round, err := s.encode(prev, next, rec)
 	defer s.scratch.Put(sc)
-	// The record and the job chunks are encoded at once: at 20,000 jobs
-	// each takes a tenth of a second or more.
-	var (
-		round    []byte
-		roundErr error
-		encoded  = make(chan struct{})
-	)
-	go func() {
-		defer close(encoded)
-		round, roundErr = sc[JobChunks].round(rec)
-	}()
-	jobOps, err := s.jobOps(prev.Jobs, next.Jobs, sc)
-	<-encoded
-	if roundErr != nil {
-		return roundErr
-	}
 	if err != nil {
 		return err
 	}
@@ -470,6 +460,64 @@ func (s *Store) Record(ctx context.Context, prev, next *loop.Ledger, rec *loop.R
 	}
 	next.Version = version
 	return nil
+}
+
+// Prepare encodes the job records' operations of Record(prev, next, ...)
+// while the round waits on Nomad: at 20,000 jobs that is a tenth of a second
+// or more. Record reports what went wrong here (it encodes them again).
+func (s *Store) Prepare(prev, next *loop.Ledger) {
+	sc := s.takeScratch()
+	ops, err := s.jobOps(prev.Jobs, next.Jobs, sc)
+	s.prepMu.Lock()
+	defer s.prepMu.Unlock()
+	s.prepared = nil
+	if err != nil {
+		s.scratch.Put(sc)
+		return
+	}
+	s.prepared = &prepared{next: next, ops: ops, sc: sc}
+}
+
+// takeScratch is the last round's encoding memory, or new memory.
+func (s *Store) takeScratch() *scratches {
+	if sc := s.scratch.Take(); sc != nil {
+		return sc
+	}
+	return new(scratches)
+}
+
+// encode returns Record's values: the job records' operations (Prepare's,
+// when it prepared this next) and the round record, encoded in sc, which
+// the caller keeps for the next round once the values are written.
+func (s *Store) encode(prev, next *loop.Ledger, rec *loop.RoundRecord) (sc *scratches, jobOps api.TxnOps, round []byte, err error) {
+	s.prepMu.Lock()
+	p := s.prepared
+	s.prepared = nil
+	s.prepMu.Unlock()
+	if p != nil && p.next == next {
+		round, err = p.sc[JobChunks].round(rec)
+		return p.sc, p.ops, round, err
+	}
+	if p != nil {
+		s.scratch.Put(p.sc)
+	}
+	// The values are encoded in the last round's memory. The record and
+	// the job chunks are encoded at once.
+	sc = s.takeScratch()
+	var (
+		roundErr error
+		encoded  = make(chan struct{})
+	)
+	go func() {
+		defer close(encoded)
+		round, roundErr = sc[JobChunks].round(rec)
+	}()
+	jobOps, err = s.jobOps(prev.Jobs, next.Jobs, sc)
+	<-encoded
+	if roundErr != nil {
+		return sc, nil, nil, roundErr
+	}
+	return sc, jobOps, round, err
 }
 
 // fitting is how many of ops, from the first, fit in n operations and the

@@ -146,8 +146,12 @@ func (l *Loop) Forget() {
 func (l *Loop) RunRound(ctx context.Context, kind TriggerKind, triggerJobs []string) (rec *RoundRecord, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			l.opts.log.Error("round panicked", "panic", r, "stack", string(debug.Stack()))
-			rec, err = nil, &PanicError{Value: r, Stack: string(debug.Stack())}
+			pe, ok := r.(*PanicError) // raised again from another goroutine, with its stack
+			if !ok {
+				pe = &PanicError{Value: r, Stack: string(debug.Stack())}
+			}
+			l.opts.log.Error("round panicked", "panic", pe.Value, "stack", pe.Stack)
+			rec, err = nil, pe
 			l.Forget()
 		}
 		if err != nil {
@@ -275,9 +279,24 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	if err != nil {
 		return nil, err
 	}
+	// While Nomad takes the writes, the round does its bookkeeping: the
+	// ledger's advance and the record's lines follow from the plan, not
+	// from Nomad's answers (a change that fails is retried next round).
 	var res ApplyResult
 	_ = ph.run(4, "apply", func() error {
-		res = l.app.Apply(ctx, plan)
+		concurrently(func() { res = l.app.Apply(ctx, plan) }, func() {
+			begin := time.Now()
+			achieved := advance(pr, dec, plan, next, rec, l.opts.cfg.RoundSeconds, l.opts.record == RecordFull)
+			pl.recordLines(rec, snap)
+			recordRates(pr, plan, next, rec, progress, t, l.opts.record == RecordFull)
+			if lr, ok := l.opts.pol.(policy.Observer); ok {
+				lr.Observe(pr.snapshot, policy.Assignment(chosen), achieved)
+			}
+			if p, ok := l.store.(Preparer); ok {
+				p.Prepare(prev, next)
+			}
+			ph.log.Trace("bookkeeping done", "duration", time.Since(begin))
+		})
 		return nil
 	})
 	for _, c := range res.Conflicts {
@@ -288,15 +307,9 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	}
 	rec.Apply = res
 
-	// 5. Record: advance the ledger and write it with the round record,
-	// check-and-set against the ledger this round started from (or claimed).
+	// 5. Record: write the ledger with the round record, check-and-set
+	// against the ledger this round started from (or claimed).
 	err = ph.run(5, "record", func() error {
-		achieved := advance(pr, dec, plan, next, rec, l.opts.cfg.RoundSeconds, l.opts.record == RecordFull)
-		pl.recordLines(rec, snap)
-		recordRates(pr, plan, next, rec, progress, t, l.opts.record == RecordFull)
-		if lr, ok := l.opts.pol.(policy.Observer); ok {
-			lr.Observe(pr.snapshot, policy.Assignment(chosen), achieved)
-		}
 		rec.Phases, rec.SolveSeconds = ph.took, ph.took["solve"]
 		return l.store.Record(ctx, prev, next, rec)
 	})
@@ -438,6 +451,30 @@ func decide(ctx context.Context, pol policy.Policy, pr *problem) (*allocator.Dec
 		return nil, fmt.Errorf("policy %q: %w", pol.Name(), err)
 	}
 	return policy.DecisionOf(pr.snapshot, a), nil
+}
+
+// concurrently runs apply and book at once and returns when both are done.
+// A panic in book is raised again here, as a *PanicError with book's stack,
+// so that RunRound recovers it (a panic left in a goroutine would end the
+// process).
+func concurrently(apply, book func()) {
+	done := make(chan *PanicError, 1)
+	go func() {
+		var pe *PanicError
+		defer func() {
+			if r := recover(); r != nil {
+				pe = &PanicError{Value: r, Stack: string(debug.Stack())}
+			}
+			done <- pe
+		}()
+		book()
+	}()
+	defer func() {
+		if pe := <-done; pe != nil {
+			panic(pe)
+		}
+	}()
+	apply()
 }
 
 // phases times and logs the numbered phases of one round. Durations are

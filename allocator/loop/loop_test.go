@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nomad-fft/nomad-fft/allocator"
+	"github.com/nomad-fft/nomad-fft/allocator/policy"
 	"github.com/nomad-fft/nomad-fft/allocator/report"
 	"github.com/nomad-fft/nomad-fft/fairness"
 )
@@ -582,5 +583,34 @@ func TestMeasuredRestartPrices(t *testing.T) {
 				t.Errorf("c's switching penalty %g, want %g from the configured 30 s", got, want)
 			}
 		}
+	}
+}
+
+// panicky is a policy whose Observe panics, as a learning policy's bug would.
+type panicky struct{ policy.Policy }
+
+func (panicky) Observe(*policy.Snapshot, policy.Assignment, map[string]float64) {
+	panic("observe failed")
+}
+
+// A panic in the bookkeeping, which runs beside the apply in its own goroutine, fails the
+// round and not the process, with the panicking goroutine's stack.
+func TestRoundRecoversBookkeepingPanic(t *testing.T) {
+	fc := &Harness{
+		Models: []allocator.Model{{Name: a100, GPUs: 2}},
+		Jobs:   map[string]*Job{"default/a": Ptr(NewJob("a").GPUs(1).TP(a100, 1).Obj())},
+	}
+	st := NewMemStore(true)
+	pol := New(fc, fc, st).Policy()
+	_, err := New(fc, fc, st, WithPolicy(panicky{pol})).RunRound(context.Background(), TriggerManual, nil)
+	var pe *PanicError
+	if !errors.As(err, &pe) || pe.Value != "observe failed" || !strings.Contains(pe.Stack, "panicky.Observe") {
+		t.Fatalf("round with a panicking Observe: err %v; want a PanicError with Observe's stack", err)
+	}
+	if st.Stored().Round != 0 {
+		t.Errorf("the failed round was recorded: stored round %d", st.Stored().Round)
+	}
+	if _, err := New(fc, fc, st, WithPolicy(pol)).RunRound(context.Background(), TriggerManual, nil); err != nil {
+		t.Errorf("the round after: %v", err)
 	}
 }

@@ -116,6 +116,9 @@ type ApplyResult struct {
 	Errors []string `json:"errors,omitempty"`
 	// Applied counts the changes now in place, by action.
 	Applied map[Action]int `json:"applied,omitempty"`
+	// HeldInPool counts the kept held jobs the adapter wrote to hold them
+	// another way (Nomad: into the GPU pool behind the gate, once).
+	HeldInPool int `json:"held_in_pool,omitempty"`
 }
 
 // JobRecord is the persistent per-job state: the fairness ledger entry plus
@@ -354,6 +357,15 @@ type Store interface {
 	// wrapping ErrConflict and writes nothing. On success it sets
 	// next.Version.
 	Record(ctx context.Context, prev, next *Ledger, rec *RoundRecord) error
+}
+
+// Preparer is an optional Store interface (found by type assertion): the
+// part of Record that needs only the ledgers (encoding next's job records),
+// done while the round waits on Nomad. The round changes neither ledger
+// between Prepare and Record; a Record for another next does the work
+// itself, and Record reports what Prepare could not do.
+type Preparer interface {
+	Prepare(prev, next *Ledger)
 }
 
 // Claimer is an optional Store interface (found by type assertion) that
