@@ -529,7 +529,13 @@ func (c *Client) Apply(ctx context.Context, p *loop.Plan) loop.ApplyResult {
 	)
 	// With one "applied" line per change, it tells how far an apply got.
 	c.log.Trace("applying", "changes", len(p.Park)+len(p.Migrate)+len(p.Start))
-	for _, stage := range [][]loop.Change{p.Park, append(slices.Clip(p.Migrate), p.Start...)} {
+	var pool []loop.Change
+	for _, ch := range p.Keep {
+		if c.holdsInPool(ch) {
+			pool = append(pool, ch)
+		}
+	}
+	for _, stage := range [][]loop.Change{p.Park, slices.Concat(p.Migrate, p.Start, pool)} {
 		_ = forEach(ctx, len(stage), c.applyWorkers, func(ctx context.Context, k int) error {
 			ch := stage[k]
 			calls, err := c.apply(ctx, ch)
@@ -541,6 +547,8 @@ func (c *Client) Apply(ctx context.Context, p *loop.Plan) loop.ApplyResult {
 				res.Conflicts = append(res.Conflicts, ch.Job.ID)
 			case err != nil:
 				res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %v", ch.Action, ch.Job.ID, err))
+			case ch.Action == loop.ActionKeep:
+				res.HeldInPool++
 			default:
 				if res.Applied == nil {
 					res.Applied = map[loop.Action]int{}
@@ -558,10 +566,24 @@ func (c *Client) Apply(ctx context.Context, p *loop.Plan) loop.ApplyResult {
 
 var errConflict = errors.New("job modify index changed")
 
+// holdsInPool reports whether Apply moves the kept job into the GPU pool
+// behind the gate: a held job outside the pool, with no allocation. Its
+// blocked evaluation then knows the GPU nodes and that they cannot take it.
+// Outside the pool it has never seen them, and Nomad re-runs such an
+// evaluation whenever any GPU frees: with thousands of jobs waiting that is
+// thousands of evaluations per parked job, and Nomad 1.6.1's blocked
+// evaluations' statistics copy a map with an entry per blocked job at each
+// one, holding its state store meanwhile: Nomad writes waited 11-22 s
+// in a round of 3 of 5 runs of the 5,000-job benchmark
+// (cmd/fft-allocator/README.md).
+func (c *Client) holdsInPool(ch loop.Change) bool {
+	return ch.Action == loop.ActionKeep && ch.Model == "" && c.pool != "" && ch.Job.OffPool && len(ch.Job.Allocs) == 0
+}
+
 // apply makes one change and returns the API calls it made.
 func (c *Client) apply(ctx context.Context, ch loop.Change) (calls int, err error) {
 	j := ch.Job
-	if ch.Action != loop.ActionStart && ch.Action != loop.ActionMigrate && ch.Action != loop.ActionPark {
+	if ch.Action != loop.ActionStart && ch.Action != loop.ActionMigrate && ch.Action != loop.ActionPark && !c.holdsInPool(ch) {
 		return 0, nil
 	}
 	c.mu.Lock()
@@ -598,8 +620,16 @@ func (c *Client) apply(ctx context.Context, ch loop.Change) (calls int, err erro
 			}
 			changed = true
 		}
+	case loop.ActionKeep:
+		changed = SetGate(job, true)
+		changed = SetPool(job, c.pool) || changed
 	case loop.ActionPark:
 		changed = SetGate(job, true)
+		// The pin goes too: a constraint on a unique attribute makes the
+		// parked job's blocked evaluation escape Nomad's node classes, and
+		// Nomad re-runs an escaped one whenever an allocation ends (see
+		// holdsInPool). The round pins the job again when it starts it.
+		changed = Pin(job, nil) || changed
 	}
 	if changed {
 		wq := (&api.WriteOptions{Namespace: j.Namespace}).WithContext(ctx)
@@ -635,6 +665,10 @@ func (c *Client) apply(ctx context.Context, ch loop.Change) (calls int, err erro
 				return calls, fmt.Errorf("stopping allocation %s: %w", id, needs(err, capAllocLifecycle))
 			}
 		}
+	}
+	if ch.Action == loop.ActionKeep {
+		c.log.Debug("held in the GPU pool behind the gate", "job", j.ID, "pool", c.pool)
+		return calls, nil
 	}
 	c.log.Info("applied", "action", ch.Action, "job", j.ID, "model", ch.Model, "nodes", ch.Hosts())
 	return calls, nil

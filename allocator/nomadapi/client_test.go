@@ -20,6 +20,7 @@ import (
 
 	"github.com/nomad-fft/nomad-fft/allocator"
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
+	"github.com/nomad-fft/nomad-fft/allocator/placement"
 )
 
 // fakeNomad serves the few Nomad HTTP API paths the Client uses, from
@@ -225,6 +226,29 @@ func TestApply(t *testing.T) {
 	}
 }
 
+// A park takes the job's pin off with the gate: Nomad re-runs the blocked evaluation of a job
+// constrained on a unique attribute whenever any capacity frees.
+func TestApplyParkDropsPin(t *testing.T) {
+	f, c := newFake(t)
+	ctx := context.Background()
+	snap, _ := c.Observe(ctx)
+	slots := map[string][]placement.Slot{"default/train": {{Host: "n1", GPUs: 2}}}
+	if res := c.Apply(ctx, loop.DiffPlaced(snap.Jobs, map[string]string{"default/train": "A100"}, slots)); len(res.Errors) != 0 {
+		t.Fatalf("start: %+v", res)
+	}
+	if got := PinnedNodes(f.jobs["train"]); !reflect.DeepEqual(got, []string{"n1"}) {
+		t.Fatalf("started job pinned to %q, want n1", got)
+	}
+	f.allocs = []*api.AllocationListStub{{ID: "al1", Namespace: "default", JobID: "train", DesiredStatus: "run", ClientStatus: "running"}}
+	snap, _ = c.Observe(ctx)
+	if res := c.Apply(ctx, loop.DiffPlaced(snap.Jobs, nil, nil)); res.Applied[loop.ActionPark] != 1 {
+		t.Fatalf("park: %+v", res)
+	}
+	if job := f.jobs["train"]; !Gated(job) || PinnedNodes(job) != nil {
+		t.Errorf("parked job: gated %v, pinned to %q; want gated, no pin", Gated(job), PinnedNodes(job))
+	}
+}
+
 // With a GPU node pool, capacity counts that pool's nodes only, a job outside the pool is
 // held without the gate, and a start moves it into the pool with the gate lifted and the model
 // steered, in one check-and-set registration.
@@ -253,16 +277,33 @@ func TestNodePoolObserveAndStart(t *testing.T) {
 	}
 	p := loop.Diff(snap.Jobs, map[string]string{"default/plain": "A100"})
 	if len(p.Start) != 1 || len(p.Keep) != 1 || len(p.Park) != 0 {
-		t.Fatalf("plan %s: want plain started, train kept held without a write", p.GoString())
+		t.Fatalf("plan %s: want plain started, train kept held", p.GoString())
 	}
+	// The start, and train held in the pool behind the gate (Nomad re-runs the blocked
+	// evaluation of a job outside the pool whenever a GPU frees): one registration each.
 	res := c.Apply(ctx, p)
-	if res.Calls != 1 || len(res.Errors)+len(res.Conflicts) != 0 || len(f.registers) != 1 {
-		t.Fatalf("start: %+v, %d registers; want one call", res, len(f.registers))
+	if res.Calls != 2 || res.HeldInPool != 1 || len(res.Errors)+len(res.Conflicts) != 0 || len(f.registers) != 2 {
+		t.Fatalf("start: %+v, %d registers; want two calls, one holding in the pool", res, len(f.registers))
 	}
-	reg := f.registers[0]
-	if deref(reg.Job.NodePool) != "gpu" || Gated(reg.Job) || SteeredModel(reg.Job) != "A100" || !reg.EnforceIndex {
-		t.Errorf("start registered pool %q, gated %v, model %q, CAS %v; want gpu, ungated, A100, CAS",
-			deref(reg.Job.NodePool), Gated(reg.Job), SteeredModel(reg.Job), reg.EnforceIndex)
+	for _, reg := range f.registers {
+		want := map[string]bool{"plain": false, "train": true}[deref(reg.Job.ID)]
+		if deref(reg.Job.NodePool) != "gpu" || Gated(reg.Job) != want || !reg.EnforceIndex {
+			t.Errorf("%s registered in pool %q, gated %v, CAS %v; want gpu, gated %v, CAS",
+				deref(reg.Job.ID), deref(reg.Job.NodePool), Gated(reg.Job), reg.EnforceIndex, want)
+		}
+		if deref(reg.Job.ID) == "plain" && SteeredModel(reg.Job) != "A100" {
+			t.Errorf("plain steered to %q, want A100", SteeredModel(reg.Job))
+		}
+	}
+	// Held in the pool, train costs no write in later rounds.
+	snap, _ = c.Observe(ctx)
+	for _, j := range snap.Jobs {
+		if j.ID == "default/train" && (!j.Gated || j.OffPool) {
+			t.Fatalf("train observed gated %v, off pool %v; want gated in the pool", j.Gated, j.OffPool)
+		}
+	}
+	if again := c.Apply(ctx, loop.Diff(snap.Jobs, map[string]string{"default/plain": "A100"})); again.HeldInPool != 0 || len(f.registers) != 2 {
+		t.Errorf("the next round held %d in the pool, %d registers in all; want none more", again.HeldInPool, len(f.registers))
 	}
 }
 

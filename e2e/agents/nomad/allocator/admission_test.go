@@ -13,8 +13,8 @@ import (
 // A plain jobspec, without the gate constraint, submitted as `nomad job run` does, gets no
 // allocation before the round that selects it, although a V100 sits idle the whole time:
 // its node pool ("default"; the clients are in "gpu") holds it, with Nomad's own placement
-// failure. Rounds that leave it out cost no write; the selecting round moves it into the pool
-// and it runs on the chosen model.
+// failure. The first round that leaves it out holds it in the pool behind the gate (one write;
+// later ones cost none); the selecting round lifts the gate and it runs on the chosen model.
 func TestPlainJobHeldUntilSelected(t *testing.T) {
 	st := startStack(t, []testenv.FakeGPUClient{
 		{Name: "v100", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
@@ -69,7 +69,7 @@ throughput = "NVIDIA A100-SXM4-40GB=4"`)
 	}
 
 	// The audit log: the first round that assigns plain started it, every earlier round that
-	// saw it left it waiting without a write, and all its allocations came after that round
+	// saw it left it waiting (action keep), and all its allocations came after that round
 	// started.
 	var sel *roundRec
 	waited := 0
