@@ -79,6 +79,9 @@ type Client struct {
 	// poolWarning is the last warning logged about the GPU pool, so that a
 	// lasting condition is logged once.
 	poolWarning string
+	// progressEvery is how often a long read or apply logs how far it got
+	// (0: never).
+	progressEvery time.Duration
 	// observed are the managed jobs the last Observe saw (nil before the
 	// first): the watcher's baseline when it starts after an observation.
 	observed map[string]bool
@@ -91,7 +94,8 @@ func New(nomad *api.Client, log hclog.Logger) *Client {
 	}
 	return &Client{nomad: nomad, log: log, jobs: map[string]*api.Job{}, reread: map[string]bool{}, failedEvals: map[string]*api.Evaluation{}, watchEvery: watchInterval,
 		applyWorkers: DefaultApplyConcurrency, streamWait: defaultStreamWait, streamRetry: streamBackoff,
-		listed: map[string]*api.JobListStub{}, gone: map[string]uint64{}, fullListEvery: defaultFullListEvery}
+		listed: map[string]*api.JobListStub{}, gone: map[string]uint64{}, fullListEvery: defaultFullListEvery,
+		progressEvery: progressEvery}
 }
 
 // WithApplyConcurrency sets how many jobs Apply writes at once (at least
@@ -527,18 +531,22 @@ func (c *Client) Apply(ctx context.Context, p *loop.Plan) loop.ApplyResult {
 		mu  sync.Mutex
 		res loop.ApplyResult
 	)
-	// With one "applied" line per change, it tells how far an apply got.
-	c.log.Trace("applying", "changes", len(p.Park)+len(p.Migrate)+len(p.Start))
 	var pool []loop.Change
 	for _, ch := range p.Keep {
 		if c.holdsInPool(ch) {
 			pool = append(pool, ch)
 		}
 	}
+	changes := len(p.Park) + len(p.Migrate) + len(p.Start)
+	// With one "applied" line per change, it tells how far an apply got.
+	c.log.Trace("applying", "changes", changes, "holding_in_pool", len(pool))
+	prog := startProgress(c.log, c.progressEvery, "applying the round's changes", changes+len(pool))
+	defer prog.end()
 	for _, stage := range [][]loop.Change{p.Park, slices.Concat(p.Migrate, p.Start, pool)} {
 		_ = forEach(ctx, len(stage), c.applyWorkers, func(ctx context.Context, k int) error {
 			ch := stage[k]
 			calls, err := c.apply(ctx, ch)
+			prog.add()
 			mu.Lock()
 			defer mu.Unlock()
 			res.Calls += calls

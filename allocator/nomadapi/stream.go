@@ -421,7 +421,9 @@ func (c *Client) refresh(ctx context.Context, stubs []*api.JobListStub, covers b
 			"stream_live", feed.live, "stream_index", feed.index, "sample", sample)
 	}
 	jobs := make([]*api.Job, len(stale))
+	prog := startProgress(c.log, c.progressEvery, "reading jobs", len(stale))
 	err := forEach(ctx, len(stale), readWorkers, func(ctx context.Context, k int) error {
+		defer prog.add()
 		s := stale[k]
 		job, _, err := c.nomad.Jobs().Info(s.ID, (&api.QueryOptions{Namespace: s.Namespace}).WithContext(ctx))
 		if err != nil {
@@ -430,6 +432,7 @@ func (c *Client) refresh(ctx context.Context, stubs []*api.JobListStub, covers b
 		jobs[k] = job
 		return nil
 	})
+	prog.end()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, job := range jobs {

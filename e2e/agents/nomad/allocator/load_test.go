@@ -28,7 +28,9 @@ import (
 // waiting for a core), and reports the process's CPU time (cpu-s, every thread), per phase too
 // (PHASE-wait-s, PHASE-cpu-s), from the allocator's log. FFT_BENCH_LOG_LEVEL sets
 // the allocator's log level (debug says which jobs a round read itself, and whether it took
-// the job list from the event stream); FFT_BENCH_APPLY_CONCURRENCY its -apply-concurrency.
+// the job list from the event stream); FFT_BENCH_APPLY_CONCURRENCY its -apply-concurrency;
+// FFT_BENCH_POLICY its -policy (default: the paper's fft, which here parks every running job
+// each round, the worst case for Nomad's writes).
 //
 //	cd e2e/agents/nomad && FFT_E2E=1 go test -run '^$' -bench 'WarmRound(5000|20000)Jobs' -benchtime 3x -timeout 60m ./allocator/
 func BenchmarkWarmRound200Jobs(b *testing.B) { benchmarkWarmRound(b, 200) }
@@ -54,6 +56,9 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 	args := []string{"-round", "20s", "-min-round-gap", "0", "-http-addr", "", "-log-level", level}
 	if n := os.Getenv("FFT_BENCH_APPLY_CONCURRENCY"); n != "" {
 		args = append(args, "-apply-concurrency", n)
+	}
+	if p := os.Getenv("FFT_BENCH_POLICY"); p != "" {
+		args = append(args, "-policy", p) // the last -policy wins over the stack's fft
 	}
 	proc := st.allocator(b, "fft-allocator", args...)
 	waitRecord(b, cs, 0, 10*time.Minute) // the cold round reads every job
