@@ -146,7 +146,12 @@ func newTask(t *testing.T, h *dtestutil.DriverHarness, command string, args ...s
 		Resources: &drivers.Resources{NomadResources: &structs.AllocatedTaskResources{}, LinuxResources: &drivers.LinuxResources{}},
 	}
 	cleanup := h.MkAllocDir(task, true) // with logmon, for the stdout pattern
-	t.Cleanup(cleanup)
+	t.Cleanup(func() {
+		cleanup()
+		// Nomad's harness destroys the alloc folder but leaves the temporary folder it made
+		// around it (nomad_driver_harness-*), empty.
+		_ = os.Remove(filepath.Dir(task.AllocDir))
+	})
 	if command == "" {
 		self, err := os.Executable()
 		if err != nil {

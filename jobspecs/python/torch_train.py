@@ -24,6 +24,7 @@ import argparse
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,9 +89,18 @@ def launch(args, argv):
     ckpt_sig = fft_train.signal_number(os.environ.get("FFT_CHECKPOINT_SIGNAL"), signal.SIGUSR1)
     for sig in (signal.SIGINT, signal.SIGTERM, ckpt_sig):
         signal.signal(sig, forward)
-    for rank in range(args.world_size):
-        children.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv,
-                                         env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank))))
+    try:
+        for rank in range(args.world_size):
+            children.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv,
+                                             env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank))))
+        return wait_workers(children)
+    finally:
+        # The store is the rendezvous of this run only; outside a task folder it is in /tmp.
+        shutil.rmtree(rendezvous, ignore_errors=True)
+
+
+def wait_workers(children):
+    """Waits for every worker; returns the first failure's exit code (128+N for signal N)."""
     code = 0
     while children:
         for c in list(children):

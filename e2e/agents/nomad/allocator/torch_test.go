@@ -57,7 +57,9 @@ func TestTorchJobParkedResumedBitExact(t *testing.T) {
 	// The uninterrupted run, meanwhile: as fast as it goes (the pace changes no number).
 	refDir := t.TempDir()
 	ref := exec.Command(py, filepath.Join(pyDir, "torch_train.py"), "--steps", strconv.Itoa(torchWork), "--seed", strconv.Itoa(seed))
-	ref.Env = append(cleanTorchEnv(), "FFT_CHECKPOINT_DIR="+refDir, "FFT_PROGRESS_FILE=", "FFT_GPU_COUNT=2", "PYTHONDONTWRITEBYTECODE=1")
+	refTask := t.TempDir() // where the launcher makes its workers' rendezvous, as in a task
+	ref.Env = append(cleanTorchEnv(), "FFT_CHECKPOINT_DIR="+refDir, "FFT_PROGRESS_FILE=", "FFT_GPU_COUNT=2", "PYTHONDONTWRITEBYTECODE=1",
+		"NOMAD_TASK_DIR="+refTask)
 	var refOut bytes.Buffer
 	ref.Stdout, ref.Stderr = &refOut, &refOut
 	if err := ref.Start(); err != nil {
@@ -245,6 +247,9 @@ throughput = "NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=3"`, py, pyDir, torch
 		}
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("the uninterrupted run did not end:\n%s", refOut.String())
+	}
+	if left, _ := filepath.Glob(filepath.Join(refTask, "torch-train-*")); len(left) > 0 {
+		t.Errorf("the uninterrupted run left its rendezvous folder %v", left)
 	}
 	got, err := os.ReadFile(filepath.Join(ckptDir, "final-params.json"))
 	if err != nil {
