@@ -43,13 +43,17 @@ func BenchmarkWarmRound5000Jobs(b *testing.B) { benchmarkWarmRound(b, 5000) }
 func BenchmarkWarmRound20000Jobs(b *testing.B) { benchmarkWarmRound(b, 20000) }
 
 func benchmarkWarmRound(b *testing.B, jobs int) {
+	driver := os.Getenv("FFT_BENCH_DRIVER")
+	if driver != "" && driver != "raw_exec" && driver != "mock_driver" {
+		b.Fatalf("FFT_BENCH_DRIVER=%q: set mock_driver, or raw_exec (the default)", driver)
+	}
 	st := startStack(b, []testenv.FakeGPUClient{
 		{Name: "v100", Model: modelV100, Count: 64, Extra: `memory_mib = 16384`},
 		{Name: "a100", Model: modelA100, Count: 64},
 	})
 	c, cs := st.Cluster, st.consul
 	base := parseJob(b, c.API, trainJobspec(b), "load", "seconds = 3600")
-	if os.Getenv("FFT_BENCH_DRIVER") == "mock_driver" {
+	if driver == "mock_driver" {
 		// Nomad's mock driver (in agents built without the release tag) runs a task as a
 		// timer inside the client: no executor and logmon processes started and stopped per
 		// task, whose CPU the clients otherwise take from the cores the server and the
