@@ -74,7 +74,7 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 		args = append(args, "-policy", p) // the last -policy wins over the stack's fft
 	}
 	proc := st.allocator(b, "fft-allocator", args...)
-	waitRecord(b, cs, 0, 10*time.Minute) // the cold round reads every job
+	waitRecord(b, cs, proc, 0, 10*time.Minute) // the cold round reads every job
 	// A round's job records may follow its record in more transactions: wait for them.
 	const recordTail = 2 * time.Second
 	time.Sleep(recordTail)
@@ -84,7 +84,7 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 	phase, phaseWait, phaseCPU := map[string]float64{}, map[string]float64{}, map[string]float64{}
 	b.ResetTimer()
 	for n := 1; n <= b.N; n++ {
-		rec := waitRecord(b, cs, n, 2*time.Minute)
+		rec := waitRecord(b, cs, proc, n, 2*time.Minute)
 		b.StopTimer()
 		time.Sleep(recordTail)
 		if len(rec.Jobs) != jobs {
@@ -271,10 +271,13 @@ type loadRecord struct {
 }
 
 // waitRecord waits for round n's full record and returns it.
-func waitRecord(b *testing.B, cs *testenv.Consul, n int, timeout time.Duration) *loadRecord {
+func waitRecord(b *testing.B, cs *testenv.Consul, proc *testenv.Process, n int, timeout time.Duration) *loadRecord {
 	b.Helper()
 	var rec loadRecord
 	testenv.Eventually(b, timeout, 250*time.Millisecond, fmt.Sprintf("round %d's record", n), func() error {
+		if proc.Exited() { // a refused flag (-policy from FFT_BENCH_POLICY): its log says why
+			b.Fatalf("%s exited before round %d's record; its log: %s", proc.Name, n, proc.LogPath)
+		}
 		var state struct {
 			State string `json:"state"`
 		}
