@@ -1,6 +1,7 @@
 package agentrun
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -60,4 +61,22 @@ func probe(client *http.Client, url, token string, ok ...int) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s answered %s", url, resp.Status)
+}
+
+// ConsulIsOurs returns nil when the Consul agent at addr (127.0.0.1:port) keeps its data in
+// dataDir: a readiness probe's answer comes from the agent just started, not from another
+// program's agent on a port taken between the choice and the bind.
+func ConsulIsOurs(addr, dataDir string) error {
+	body, err := probe(probeClient, "http://"+addr+"/v1/agent/self", "", http.StatusOK)
+	if err != nil {
+		return err
+	}
+	var self struct{ DebugConfig struct{ DataDir string } }
+	if err := json.Unmarshal([]byte(body), &self); err != nil {
+		return fmt.Errorf("reading the agent at %s: %w", addr, err)
+	}
+	if self.DebugConfig.DataDir != dataDir {
+		return fmt.Errorf("the Consul agent at %s is another one (its data in %q, not %q)", addr, self.DebugConfig.DataDir, dataDir)
+	}
+	return nil
 }

@@ -41,3 +41,21 @@ func TestConsulReady(t *testing.T) {
 		})
 	}
 }
+
+func TestConsulIsOurs(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/agent/self" {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		_, _ = w.Write([]byte(`{"Config":{"NodeName":"vm"},"DebugConfig":{"DataDir":"/state/consul-data"}}`))
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	if err := ConsulIsOurs(addr, "/state/consul-data"); err != nil {
+		t.Errorf("ConsulIsOurs(its own data folder) = %v, want nil", err)
+	}
+	if err := ConsulIsOurs(addr, "/other/consul-data"); err == nil || !strings.Contains(err.Error(), "another one") {
+		t.Errorf("ConsulIsOurs(another data folder) = %v, want an error saying it is another agent", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // FreePorts draws from [lowestPort, highestPort): above the well-known and most registered
@@ -17,12 +18,24 @@ const (
 	highestPort = 20000
 )
 
+// blockSize is how many ports a process reserves at a time: its first (the sentinel) is held
+// for as long as the process runs, and the others are handed out only by that process.
+const blockSize = 50
+
 // ephemeralRangeFile holds the range the kernel takes outgoing connections' source ports from.
 const ephemeralRangeFile = "/proc/sys/net/ipv4/ip_local_port_range"
 
-// FreePorts returns n distinct ports free for both TCP and UDP on 127.0.0.1 now. The agents
-// bind them a moment later; on a busy machine another program may take one first, and the
-// agent then fails with the port in its log.
+// FreePorts returns n distinct ports free for both TCP and UDP on 127.0.0.1 now, which no other
+// process calling FreePorts is given while this one runs.
+//
+// Why blocks: the agents bind their ports a moment after they are drawn, and `go test ./...`
+// runs several test binaries at once, each starting agents (and `fftctl dev` starts its own).
+// Two processes drawing ports at random once chose the same one within that moment, and one
+// agent failed to bind, or a readiness probe reached the other process's agent. So a process
+// reserves a block of ports by listening on the block's first port for the rest of its life,
+// and draws only from its own blocks; another process finds that port taken and skips the
+// block. When every block is reserved, a process goes round its own blocks again, skipping
+// ports still bound.
 //
 // The ports lie below the kernel's ephemeral range and Nomad's dynamic ports. A port from the
 // ephemeral range (what ":0" gives) is also the source port of any outgoing connection, so an
@@ -30,29 +43,75 @@ const ephemeralRangeFile = "/proc/sys/net/ipv4/ip_local_port_range"
 // client's connection often enough to fail a test now and then.
 func FreePorts(n int) ([]int, error) {
 	lo, hi := candidateRange()
-	if hi-lo < 4*n {
+	if hi-lo < 4*n || hi-lo < 2*blockSize {
 		return listenPorts(n)
 	}
-	var held []func()
-	defer func() {
-		for _, release := range held {
-			release()
-		}
-	}()
+	return processPorts.take(n, lo, hi)
+}
+
+// processPorts is this process's reservation.
+var processPorts portBlocks
+
+// portBlocks hands out ports from the blocks this process reserved.
+type portBlocks struct {
+	mu        sync.Mutex
+	sentinels []net.Listener // one per reserved block, held until the process exits
+	block     int            // index in sentinels of the block ports are drawn from
+	next      int            // the next port to try in that block
+}
+
+// take returns n ports free now from the process's blocks in [lo, hi), reserving blocks as
+// needed.
+func (b *portBlocks) take(n, lo, hi int) ([]int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	var ports []int
+	// Two passes over every block of the range find n ports unless nearly all are bound.
 	for tries := 0; len(ports) < n; tries++ {
-		if tries > 100*n {
+		if tries > 2*(hi-lo) {
 			return nil, fmt.Errorf("finding %d free ports in %d-%d: only %d after %d tries", n, lo, hi-1, len(ports), tries)
 		}
-		p := lo + rand.Intn(hi-lo)
-		release, ok := hold(p)
-		if !ok {
-			continue
+		if len(b.sentinels) == 0 || b.next >= b.blockStart()+blockSize {
+			if err := b.nextBlock(lo, hi); err != nil {
+				return nil, err
+			}
 		}
-		held = append(held, release)
-		ports = append(ports, p)
+		p := b.next
+		b.next++
+		if release, ok := hold(p); ok {
+			release()
+			ports = append(ports, p)
+		}
 	}
 	return ports, nil
+}
+
+func (b *portBlocks) blockStart() int {
+	return b.sentinels[b.block].Addr().(*net.TCPAddr).Port
+}
+
+// nextBlock moves to a newly reserved block, or, when every block of [lo, hi) is reserved, to
+// the process's next own block.
+func (b *portBlocks) nextBlock(lo, hi int) error {
+	count := (hi - lo) / blockSize
+	first := rand.Intn(count)
+	for i := 0; i < count; i++ {
+		start := lo + (first+i)%count*blockSize
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(start)))
+		if err != nil {
+			continue
+		}
+		b.sentinels = append(b.sentinels, l)
+		b.block = len(b.sentinels) - 1
+		b.next = start + 1
+		return nil
+	}
+	if len(b.sentinels) == 0 {
+		return fmt.Errorf("reserving ports in %d-%d: every block of %d is held by another process", lo, hi-1, blockSize)
+	}
+	b.block = (b.block + 1) % len(b.sentinels)
+	b.next = b.blockStart() + 1
+	return nil
 }
 
 // candidateRange returns [lo, hi): FreePorts' range cut below the ephemeral range, or an empty
@@ -73,8 +132,8 @@ func candidateRange() (lo, hi int) {
 	return lowestPort, min(start, highestPort)
 }
 
-// hold binds port p for TCP and UDP on 127.0.0.1 (so that one call never returns it twice and
-// an agent's serf, which uses both, finds both free) and returns what releases it.
+// hold binds port p for TCP and UDP on 127.0.0.1 (an agent's serf uses both, so both must be
+// free) and returns what releases it.
 func hold(p int) (release func(), ok bool) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 	l, err := net.Listen("tcp", addr)

@@ -111,3 +111,9 @@ func (p *Process) Tail(n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// PortTaken reports whether the process has ended because a port it was to listen on was
+// taken: another program bound it between FreePorts' draw and the agent's start.
+func (p *Process) PortTaken() bool {
+	return p.Exited() && strings.Contains(p.Tail(40), "address already in use")
+}

@@ -61,3 +61,33 @@ func dead(pid int) bool {
 	}
 	return false
 }
+
+// PortTaken tells an agent that could not bind its port from one that failed otherwise or still
+// runs.
+func TestPortTaken(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		exits, want  bool
+	}{
+		{"bind refused", `echo 'Error starting agent: error="listen tcp 127.0.0.1:13971: bind: address already in use"'; exit 1`, true, true},
+		{"other failure", `echo 'Error starting agent: no data dir'; exit 1`, true, false},
+		{"still running", `echo 'bind: address already in use'; sleep 300`, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p, err := Start(dir, "agent", "sh", []string{"-c", tc.script}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Kill()
+			if tc.exits {
+				<-p.Done()
+			} else {
+				time.Sleep(200 * time.Millisecond)
+			}
+			if got := p.PortTaken(); got != tc.want {
+				t.Errorf("PortTaken() = %v, want %v; log: %q", got, tc.want, p.Tail(3))
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,8 @@ const (
 	// stopGrace is how long a program has to exit after SIGINT before its
 	// process group gets SIGKILL.
 	stopGrace = 20 * time.Second
+	// startAttempts is how many times Start starts the agents when one cannot bind its port.
+	startAttempts = 3
 )
 
 // Config says what to start.
@@ -65,7 +68,9 @@ type Cluster struct {
 	mu      sync.Mutex
 	procs   []*agentrun.Process
 	stopped bool
-	exited  chan string
+	// exited is replaced when a failed start is set aside: its programs' ends, reported on the
+	// old channel, are not the cluster's.
+	exited chan string
 }
 
 // Start starts Consul, the Nomad server and the clients, and waits until
@@ -90,7 +95,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	bin, err := defaultFinder().resolve(ctx, cfg.Bin, filepath.Join(cfg.Dir, "bin"), cfg.Progress)
 	c.cfg.Bin = bin
 	if err == nil {
-		err = c.start(ctx)
+		err = c.startRetrying(ctx)
 	}
 	if err != nil {
 		_ = c.Stop(context.Background())
@@ -119,6 +124,53 @@ func prepareDir(dir string) error {
 	return nil
 }
 
+// startRetrying starts the agents, and all of them again on other ports when one exits because
+// another program took its port between the choice and the bind: agentrun.FreePorts' ports are
+// free when drawn, and the standard ports are checked, not held. A failed start's files are set
+// aside in the state folder, under failed-start-<n>.
+func (c *Cluster) startRetrying(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		err := c.start(ctx)
+		var exited *exitError
+		if err == nil || attempt == startAttempts || !errors.As(err, &exited) || !exited.p.PortTaken() {
+			return err
+		}
+		aside := filepath.Join(c.cfg.Dir, fmt.Sprintf("failed-start-%d", attempt))
+		c.cfg.Progress(fmt.Sprintf("%s could not bind its port: another program took it. Starting again on other ports (the first try's files are in %s)", exited.p.Name, aside))
+		if err := c.setAside(ctx, aside); err != nil {
+			return err
+		}
+	}
+}
+
+// setAside stops every program started and moves what they wrote in the state folder into
+// aside, keeping the binaries.
+func (c *Cluster) setAside(ctx context.Context, aside string) error {
+	if err := c.stopPrograms(ctx); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.procs = nil
+	c.exited = make(chan string, cap(c.exited))
+	c.mu.Unlock()
+	entries, err := os.ReadDir(c.cfg.Dir)
+	if err != nil {
+		return fmt.Errorf("setting the failed start aside: %w", err)
+	}
+	if err := os.Mkdir(aside, 0o755); err != nil {
+		return fmt.Errorf("setting the failed start aside: %w", err)
+	}
+	for _, e := range entries {
+		if e.Name() == "bin" || strings.HasPrefix(e.Name(), "failed-start-") {
+			continue
+		}
+		if err := os.Rename(filepath.Join(c.cfg.Dir, e.Name()), filepath.Join(aside, e.Name())); err != nil {
+			return fmt.Errorf("setting the failed start aside: %w", err)
+		}
+	}
+	return nil
+}
+
 func (c *Cluster) start(ctx context.Context) error {
 	dir, progress := c.cfg.Dir, c.cfg.Progress
 
@@ -133,7 +185,10 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	if err := waitFor(ctx, agentTimeout, []*agentrun.Process{cproc}, "Consul to elect itself and serve KV", func() error {
-		return agentrun.ConsulReady(c.ConsulAddr)
+		if err := agentrun.ConsulReady(c.ConsulAddr); err != nil {
+			return err
+		}
+		return agentrun.ConsulIsOurs(c.ConsulAddr, consulDataDir(dir))
 	}); err != nil {
 		return err
 	}
@@ -156,7 +211,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		if leader, err := nc.Status().Leader(); err != nil || leader == "" {
 			return fmt.Errorf("no leader yet (%v)", err)
 		}
-		return nil
+		return nomadIsOurs(nc, nomadAgent("server", dir, sp, c.ConsulAddr).DataDir)
 	}); err != nil {
 		return err
 	}
@@ -225,6 +280,20 @@ func (c *Cluster) startAllocatorHosts(cp agentrun.ConsulPorts, serverRPC, plugin
 	return procs, nil
 }
 
+// nomadIsOurs returns nil when the Nomad agent nc reaches keeps its data in dataDir: the
+// server just started, not another program's agent on a port taken between the choice and
+// the bind.
+func nomadIsOurs(nc *nomad.Client, dataDir string) error {
+	self, err := nc.Agent().Self()
+	if err != nil {
+		return fmt.Errorf("reading the Nomad agent: %w", err)
+	}
+	if got, _ := self.Config["DataDir"].(string); got != dataDir {
+		return fmt.Errorf("the Nomad agent at %s is another one (its data in %q, not %q)", nc.Address(), got, dataDir)
+	}
+	return nil
+}
+
 // clientsReady checks that every client is a ready node with devices.
 func clientsReady(nc *nomad.Client, clients []GPUClient) error {
 	nodes, _, err := nc.Nodes().List(&nomad.QueryOptions{Params: map[string]string{"resources": "true"}})
@@ -277,7 +346,11 @@ func (c *Cluster) Tail(name string, n int) string {
 }
 
 // Exited receives the name of each program that ends before Stop.
-func (c *Cluster) Exited() <-chan string { return c.exited }
+func (c *Cluster) Exited() <-chan string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.exited
+}
 
 // Stop stops everything the cluster started, last started first: SIGINT,
 // then SIGKILL to its process group after a grace period or as soon as ctx
@@ -287,12 +360,26 @@ func (c *Cluster) Exited() <-chan string { return c.exited }
 func (c *Cluster) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	c.stopped = true
-	procs := append([]*agentrun.Process(nil), c.procs...)
 	proxy := c.proxy
 	c.mu.Unlock()
 	if proxy != nil {
 		_ = proxy.Close()
 	}
+	err := c.stopPrograms(ctx)
+	if c.cfg.RemoveDir {
+		if rerr := os.RemoveAll(c.cfg.Dir); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("removing the state folder: %w", rerr))
+		}
+	}
+	return err
+}
+
+// stopPrograms stops every program started, last started first; then it kills what the Nomad clients left running and detaches what they
+// left mounted.
+func (c *Cluster) stopPrograms(ctx context.Context) error {
+	c.mu.Lock()
+	procs := append([]*agentrun.Process(nil), c.procs...)
+	c.mu.Unlock()
 	for k := len(procs) - 1; k >= 0; k-- {
 		c.cfg.Progress("Stopping " + procs[k].Name)
 		procs[k].Stop(ctx, stopGrace)
@@ -311,16 +398,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	if killed > 0 {
 		c.cfg.Progress(fmt.Sprintf("Killed %d processes the Nomad clients left running (executors, tasks)", killed))
 	}
-	var errs []error
-	if err := agentrun.UnmountUnder(c.cfg.Dir); err != nil {
-		errs = append(errs, err)
-	}
-	if c.cfg.RemoveDir {
-		if err := os.RemoveAll(c.cfg.Dir); err != nil {
-			errs = append(errs, fmt.Errorf("removing the state folder: %w", err))
-		}
-	}
-	return errors.Join(errs...)
+	return agentrun.UnmountUnder(c.cfg.Dir)
 }
 
 // launch starts a program and watches for its unexpected end.
@@ -341,6 +419,7 @@ func (c *Cluster) watch(p *agentrun.Process, err error) (*agentrun.Process, erro
 	}
 	c.mu.Lock()
 	c.procs = append(c.procs, p)
+	exited := c.exited
 	c.mu.Unlock()
 	go func() {
 		<-p.Done()
@@ -348,7 +427,7 @@ func (c *Cluster) watch(p *agentrun.Process, err error) (*agentrun.Process, erro
 		stopped := c.stopped
 		c.mu.Unlock()
 		if !stopped {
-			c.exited <- p.Name
+			exited <- p.Name // buffered: a slot per program
 		}
 	}()
 	return p, nil

@@ -57,8 +57,11 @@ const NodePool = "gpu"
 // consulArgs are the arguments of the Consul dev agent, its data in the
 // state folder.
 func consulArgs(dir string, p agentrun.ConsulPorts) []string {
-	return agentrun.ConsulDevArgs(filepath.Join(dir, "consul-data"), p)
+	return agentrun.ConsulDevArgs(consulDataDir(dir), p)
 }
+
+// consulDataDir is the Consul dev agent's data folder in the state folder.
+func consulDataDir(dir string) string { return filepath.Join(dir, "consul-data") }
 
 // consulClientArgs are the arguments of an allocator host's Consul client
 // agent, named fft-dev-<name>, that joins the dev agent at join. It skips

@@ -49,13 +49,19 @@ var (
 // the test ends, if still running.
 func startDev(t *testing.T, args ...string) *dev {
 	t.Helper()
+	return startDevEnv(t, nil, args...)
+}
+
+// startDevEnv is startDev with env added to (and overriding) the variables it is given.
+func startDevEnv(t *testing.T, env []string, args ...string) *dev {
+	t.Helper()
 	bin := testenv.MainBinary(t, "fftctl")
-	env := append(os.Environ(),
+	env = append(append(os.Environ(),
 		"FFT_NOMAD_BIN="+testenv.RequireNomad(t),
 		"FFT_CONSUL_BIN="+testenv.RequireConsul(t),
 		"FFT_PLUGIN_BIN="+filepath.Join(testenv.PluginDir(t), testenv.PluginName),
 		"FFT_DRIVER_BIN="+testenv.MainBinary(t, testenv.DriverBinary),
-		"FFT_ALLOCATOR_BIN="+testenv.MainBinary(t, "fft-allocator"))
+		"FFT_ALLOCATOR_BIN="+testenv.MainBinary(t, "fft-allocator")), env...)
 	d := &dev{bin: bin, done: make(chan struct{})}
 	d.cmd = exec.Command(bin, append([]string{"dev"}, args...)...)
 	d.cmd.Env = env
