@@ -14,17 +14,19 @@ import (
 var probeClient = &http.Client{Timeout: 5 * time.Second}
 
 // ConsulReady returns nil once the Consul agent at addr (127.0.0.1:port) has elected a leader
-// and serves KV reads, which is what the ledger needs; until then it says what is missing.
-func ConsulReady(addr string) error { return ConsulReadyToken(addr, "") }
+// and serves KV reads, which is what the ledger needs, and keeps its data in dataDir; until then
+// it says what is missing. The data folder tells the agent just started from another program's
+// that took its port between the choice and the bind: that one is never ready.
+func ConsulReady(addr, dataDir string) error { return ConsulReadyToken(addr, "", dataDir) }
 
-// ConsulReadyToken is ConsulReady for an agent with ACLs on, reading KV with token.
-func ConsulReadyToken(addr, token string) error {
-	return ConsulReadyAt("http://"+addr, probeClient, token)
+// ConsulReadyToken is ConsulReady for an agent with ACLs on, asking with token.
+func ConsulReadyToken(addr, token, dataDir string) error {
+	return ConsulReadyAt("http://"+addr, probeClient, token, dataDir)
 }
 
 // ConsulReadyAt is ConsulReadyToken for the agent at base (http://host:port or
 // https://host:port), asked with client (an HTTPS agent's CA and client certificate).
-func ConsulReadyAt(base string, client *http.Client, token string) error {
+func ConsulReadyAt(base string, client *http.Client, token, dataDir string) error {
 	leader, err := probe(client, base+"/v1/status/leader", "", http.StatusOK)
 	if err != nil {
 		return err
@@ -33,8 +35,21 @@ func ConsulReadyAt(base string, client *http.Client, token string) error {
 	if strings.Trim(strings.TrimSpace(leader), `"`) == "" {
 		return fmt.Errorf("consul at %s has no leader yet", base)
 	}
-	_, err = probe(client, base+"/v1/kv/fft-probe", token, http.StatusOK, http.StatusNotFound)
-	return err
+	if _, err = probe(client, base+"/v1/kv/fft-probe", token, http.StatusOK, http.StatusNotFound); err != nil {
+		return err
+	}
+	self, err := probe(client, base+"/v1/agent/self", token, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	var agent struct{ DebugConfig struct{ DataDir string } }
+	if err := json.Unmarshal([]byte(self), &agent); err != nil {
+		return fmt.Errorf("reading the agent at %s: %w", base, err)
+	}
+	if agent.DebugConfig.DataDir != dataDir {
+		return fmt.Errorf("the Consul agent at %s is another one (its data in %q, not %q)", base, agent.DebugConfig.DataDir, dataDir)
+	}
+	return nil
 }
 
 // probe GETs url and returns the body when the status is one of ok.
@@ -61,22 +76,4 @@ func probe(client *http.Client, url, token string, ok ...int) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s answered %s", url, resp.Status)
-}
-
-// ConsulIsOurs returns nil when the Consul agent at addr (127.0.0.1:port) keeps its data in
-// dataDir: a readiness probe's answer comes from the agent just started, not from another
-// program's agent on a port taken between the choice and the bind.
-func ConsulIsOurs(addr, dataDir string) error {
-	body, err := probe(probeClient, "http://"+addr+"/v1/agent/self", "", http.StatusOK)
-	if err != nil {
-		return err
-	}
-	var self struct{ DebugConfig struct{ DataDir string } }
-	if err := json.Unmarshal([]byte(body), &self); err != nil {
-		return fmt.Errorf("reading the agent at %s: %w", addr, err)
-	}
-	if self.DebugConfig.DataDir != dataDir {
-		return fmt.Errorf("the Consul agent at %s is another one (its data in %q, not %q)", addr, self.DebugConfig.DataDir, dataDir)
-	}
-	return nil
 }

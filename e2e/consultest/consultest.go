@@ -42,7 +42,8 @@ func Start(t testing.TB) (string, *api.Client) {
 	}
 	dir := t.TempDir()
 	ports := agentrun.ConsulPorts{HTTP: p[0], Server: p[1], SerfLAN: p[2], SerfWAN: p[3]}
-	proc, err := agentrun.Start(dir, "consul", bin, agentrun.ConsulDevArgs(filepath.Join(dir, "consul-data"), ports), nil)
+	dataDir := filepath.Join(dir, "consul-data")
+	proc, err := agentrun.Start(dir, "consul", bin, agentrun.ConsulDevArgs(dataDir, ports), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func Start(t testing.TB) (string, *api.Client) {
 	})
 	addr := fmt.Sprintf("127.0.0.1:%d", ports.HTTP)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		err := agentrun.ConsulReady(addr)
+		err := agentrun.ConsulReady(addr, dataDir)
 		if err == nil {
 			break
 		}

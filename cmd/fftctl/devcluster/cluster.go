@@ -185,10 +185,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	if err := waitFor(ctx, agentTimeout, []*agentrun.Process{cproc}, "Consul to elect itself and serve KV", func() error {
-		if err := agentrun.ConsulReady(c.ConsulAddr); err != nil {
-			return err
-		}
-		return agentrun.ConsulIsOurs(c.ConsulAddr, consulDataDir(dir))
+		return agentrun.ConsulReady(c.ConsulAddr, consulDataDir(dir))
 	}); err != nil {
 		return err
 	}

@@ -56,7 +56,7 @@ func TestDevStartsAgainWhenAPortIsTaken(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(aside, "consul.log")); err != nil || !strings.Contains(string(b), "address already in use") {
 		t.Errorf("the failed start's Consul log in %s: %v\n%s", aside, err, b)
 	}
-	if err := agentrun.ConsulIsOurs(d.ConsulAddr, filepath.Join(d.Dir, "consul-data")); err != nil {
+	if err := agentrun.ConsulReady(d.ConsulAddr, filepath.Join(d.Dir, "consul-data")); err != nil {
 		t.Errorf("the cluster's Consul: %v", err)
 	}
 	b, err := os.ReadFile(mark + ".pid")

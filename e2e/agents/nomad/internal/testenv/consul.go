@@ -54,7 +54,8 @@ func StartConsulWith(t testing.TB, consul, dir string, opts ConsulOptions) *Cons
 	t.Helper()
 	p := FreePorts(t, 4)
 	ports := agentrun.ConsulPorts{HTTP: p[0], Server: p[1], SerfLAN: p[2], SerfWAN: p[3]}
-	args := agentrun.ConsulDevArgs(filepath.Join(dir, "consul-data"), ports)
+	dataDir := filepath.Join(dir, "consul-data")
+	args := agentrun.ConsulDevArgs(dataDir, ports)
 	c := &Consul{HTTP: fmt.Sprintf("127.0.0.1:%d", ports.HTTP), SerfLAN: fmt.Sprintf("127.0.0.1:%d", ports.SerfLAN)}
 	if opts.ACL {
 		c.ManagementToken = "6f3c5b0e-0f70-4e2e-8ac1-000000000001"
@@ -66,7 +67,7 @@ func StartConsulWith(t testing.TB, consul, dir string, opts ConsulOptions) *Cons
 		if proc.Exited() {
 			t.Fatalf("the Consul agent exited")
 		}
-		return agentrun.ConsulReadyToken(c.HTTP, c.ManagementToken)
+		return agentrun.ConsulReadyToken(c.HTTP, c.ManagementToken, dataDir)
 	})
 	return c
 }
@@ -78,14 +79,14 @@ func StartConsulClient(t testing.TB, consul, dir, node string, server *Consul) *
 	t.Helper()
 	p := FreePorts(t, 3)
 	ports := agentrun.ConsulPorts{HTTP: p[0], SerfLAN: p[1], Server: p[2]}
-	proc := StartProcess(t, "consul-"+node, dir, consul,
-		agentrun.ConsulClientArgs(filepath.Join(dir, "consul-"+node), node, ports, server.SerfLAN)...)
+	dataDir := filepath.Join(dir, "consul-"+node)
+	proc := StartProcess(t, "consul-"+node, dir, consul, agentrun.ConsulClientArgs(dataDir, node, ports, server.SerfLAN)...)
 	c := &Consul{HTTP: fmt.Sprintf("127.0.0.1:%d", ports.HTTP), LogPath: proc.LogPath, SerfLAN: fmt.Sprintf("127.0.0.1:%d", ports.SerfLAN)}
 	Eventually(t, 60*time.Second, 250*time.Millisecond, "consul client "+node+" joins", func() error {
 		if proc.Exited() {
 			t.Fatalf("the Consul client agent %s exited", node)
 		}
-		return agentrun.ConsulReady(c.HTTP)
+		return agentrun.ConsulReady(c.HTTP, dataDir)
 	})
 	return c
 }
@@ -123,6 +124,7 @@ func (c *Consul) Do(method, path, body string) ([]byte, int, error) {
 type ConsulServer struct {
 	Consul
 	*Process
+	dataDir string
 }
 
 // StartConsulServer starts a single Consul server (agentrun.ConsulServerArgs) bound to
@@ -139,14 +141,16 @@ func StartConsulServerWith(t testing.TB, consul, dir string, opts ConsulOptions)
 	t.Helper()
 	p := FreePorts(t, 4)
 	ports := agentrun.ConsulPorts{HTTP: p[0], Server: p[1], SerfLAN: p[2], SerfWAN: p[3]}
-	args := agentrun.ConsulServerArgs(filepath.Join(dir, "consul-data"), ports)
+	dataDir := filepath.Join(dir, "consul-data")
+	args := agentrun.ConsulServerArgs(dataDir, ports)
 	var token string
 	if opts.ACL {
 		token = "6f3c5b0e-0f70-4e2e-8ac1-000000000001"
 		args = append(args, agentrun.ConsulACLArgs(token)...)
 	}
 	proc := StartProcess(t, "consul", dir, consul, args...)
-	c := &ConsulServer{Consul: Consul{HTTP: fmt.Sprintf("127.0.0.1:%d", ports.HTTP), LogPath: proc.LogPath, ManagementToken: token}, Process: proc}
+	c := &ConsulServer{Consul: Consul{HTTP: fmt.Sprintf("127.0.0.1:%d", ports.HTTP), LogPath: proc.LogPath, ManagementToken: token},
+		Process: proc, dataDir: dataDir}
 	c.WaitReady(t, 60*time.Second)
 	return c
 }
@@ -159,7 +163,7 @@ func (c *ConsulServer) WaitReady(t testing.TB, timeout time.Duration) {
 		if c.Exited() {
 			t.Fatalf("the Consul agent exited")
 		}
-		return agentrun.ConsulReadyToken(c.HTTP, c.ManagementToken)
+		return agentrun.ConsulReadyToken(c.HTTP, c.ManagementToken, c.dataDir)
 	})
 }
 

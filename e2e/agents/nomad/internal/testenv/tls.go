@@ -97,7 +97,8 @@ func StartConsulTLSWith(t testing.TB, consul, dir string, p *PKI, opts ConsulOpt
 	t.Helper()
 	ports := FreePorts(t, 4)
 	cp := agentrun.ConsulPorts{HTTP: -1, Server: ports[0], SerfLAN: ports[1], SerfWAN: ports[2]}
-	args := append(agentrun.ConsulDevArgs(filepath.Join(dir, "consul-data"), cp), agentrun.ConsulTLSArgs(ports[3], p.Consul)...)
+	dataDir := filepath.Join(dir, "consul-data")
+	args := append(agentrun.ConsulDevArgs(dataDir, cp), agentrun.ConsulTLSArgs(ports[3], p.Consul)...)
 	c := &Consul{HTTP: fmt.Sprintf("127.0.0.1:%d", ports[3]), SerfLAN: fmt.Sprintf("127.0.0.1:%d", cp.SerfLAN),
 		scheme: "https", client: p.HTTPClient(t)}
 	if opts.ACL {
@@ -110,7 +111,7 @@ func StartConsulTLSWith(t testing.TB, consul, dir string, p *PKI, opts ConsulOpt
 		if proc.Exited() {
 			t.Fatalf("the Consul agent exited")
 		}
-		return agentrun.ConsulReadyAt("https://"+c.HTTP, c.client, c.ManagementToken)
+		return agentrun.ConsulReadyAt("https://"+c.HTTP, c.client, c.ManagementToken, dataDir)
 	})
 	return c
 }
