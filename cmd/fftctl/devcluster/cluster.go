@@ -136,7 +136,7 @@ func (c *Cluster) startRetrying(ctx context.Context) error {
 			return err
 		}
 		aside := filepath.Join(c.cfg.Dir, fmt.Sprintf("failed-start-%d", attempt))
-		c.cfg.Progress(fmt.Sprintf("%s could not bind its port: another program took it. Starting again on other ports (the first try's files are in %s)", exited.p.Name, aside))
+		c.cfg.Progress(fmt.Sprintf("%s could not bind its port: another program took it. Starting again on other ports (this try's files are moved to %s)", exited.p.Name, aside))
 		if err := c.setAside(ctx, aside); err != nil {
 			return err
 		}
@@ -371,8 +371,8 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	return err
 }
 
-// stopPrograms stops every program started, last started first; then it kills what the Nomad clients left running and detaches what they
-// left mounted.
+// stopPrograms stops every program started, last started first; then it kills what the Nomad
+// clients left running and detaches what they left mounted.
 func (c *Cluster) stopPrograms(ctx context.Context) error {
 	c.mu.Lock()
 	procs := append([]*agentrun.Process(nil), c.procs...)
