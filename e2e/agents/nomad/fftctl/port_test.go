@@ -39,6 +39,9 @@ exec "$FFT_TEST_CONSUL" "$@"
 // own agent; the program holding the port is stopped with the failed start.
 func TestDevStartsAgainWhenAPortIsTaken(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
+		if os.Getenv(testenv.EnvE2E) == "1" {
+			t.Fatalf("%s=1 but no python3, which holds the port: %v", testenv.EnvE2E, err)
+		}
 		t.Skip("needs python3 to hold a port")
 	}
 	work := t.TempDir()
