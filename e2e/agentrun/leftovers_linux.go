@@ -108,18 +108,30 @@ func killWhere(procs map[int]int, match func(pid int) bool) []int {
 
 // ppid returns a process's parent (0 if it is gone).
 func ppid(pid int) int {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the parenthesised command (which may hold spaces and parentheses): state,
-	// ppid, ...
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	fields := statFields(pid)
 	if len(fields) < 2 {
 		return 0
 	}
 	p, _ := strconv.Atoi(fields[1])
 	return p
+}
+
+// ProcessGone reports whether process pid has ended: it is no longer in /proc, or it is a
+// zombie waiting for its parent to reap it (for ever when that parent is a subreaper that does
+// not wait for it).
+func ProcessGone(pid int) bool {
+	fields := statFields(pid)
+	return len(fields) == 0 || fields[0] == "Z"
+}
+
+// statFields returns the fields of /proc/<pid>/stat after the parenthesised command (which may
+// hold spaces and parentheses): state, ppid, ...; nil when the process is gone.
+func statFields(pid int) []string {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
 }
 
 // namesDir reports whether a process names a path below dir in its arguments or runs in or

@@ -21,3 +21,6 @@ func KillChildren(string) int { return 0 }
 
 // UnmountUnder does nothing: only Linux clients mount task folders.
 func UnmountUnder(string) error { return nil }
+
+// ProcessGone reports whether process pid has ended (a zombie counts as running here).
+func ProcessGone(pid int) bool { return syscall.Kill(pid, 0) != nil }

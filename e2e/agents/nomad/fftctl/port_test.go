@@ -1,13 +1,11 @@
 package fftctl
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -67,20 +65,10 @@ func TestDevStartsAgainWhenAPortIsTaken(t *testing.T) {
 		t.Fatalf("the wrapper did not take the port: %v", err)
 	}
 	holder, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	if holder <= 0 || syscall.Kill(holder, 0) == nil && !zombie(holder) {
+	if holder <= 0 || !agentrun.ProcessGone(holder) {
 		t.Errorf("the program that held the port (pid %d) outlived the failed start", holder)
 	}
 	if code := d.wait(t, 2*time.Minute); code != 0 {
 		t.Errorf("fftctl dev exited %d:\n%s", code, d.output())
 	}
-}
-
-// zombie reports whether pid has exited and waits for its parent to reap it.
-func zombie(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	return len(f) > 0 && f[0] == "Z"
 }
