@@ -51,7 +51,7 @@ func TestDevStartsAgainWhenAPortIsTaken(t *testing.T) {
 	// A state folder of the test's, kept when fftctl dev exits.
 	d := startDevEnv(t, []string{"FFT_CONSUL_BIN=" + wrapper, "FFT_TEST_MARK=" + mark,
 		"FFT_TEST_CONSUL=" + testenv.RequireConsul(t)},
-		"-dir", filepath.Join(work, "state"), "-round", "2s", "-rounds", "1", "-no-workload")
+		"-dir", filepath.Join(work, "state"), "-round", "2s", "-no-workload")
 	d.waitLine(t, time.Second, "could not bind its port")
 	aside := filepath.Join(d.Dir, "failed-start-1")
 	if b, err := os.ReadFile(filepath.Join(aside, "consul.log")); err != nil || !strings.Contains(string(b), "address already in use") {
@@ -68,6 +68,10 @@ func TestDevStartsAgainWhenAPortIsTaken(t *testing.T) {
 	if holder <= 0 || !agentrun.ProcessGone(holder) {
 		t.Errorf("the program that held the port (pid %d) outlived the failed start", holder)
 	}
+	// It runs rounds on that cluster and stops cleanly on Ctrl-C. (With -rounds it could stop
+	// its agents before the checks above reach them.)
+	d.waitLine(t, time.Minute, "Round 0 at ")
+	d.interrupt()
 	if code := d.wait(t, 2*time.Minute); code != 0 {
 		t.Errorf("fftctl dev exited %d:\n%s", code, d.output())
 	}
