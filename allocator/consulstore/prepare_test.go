@@ -11,8 +11,9 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/loop"
 )
 
-// Record writes the same keys whether Prepare encoded the job records first or not, and
-// a Prepare for another ledger is not used.
+// Record writes the same keys whether Prepare encoded the job records and the record's job
+// lines first or not (the record read back as the same JSON), and a Prepare for another
+// ledger or record is not used.
 func TestPrepareAgainstConsul(t *testing.T) {
 	c := startConsul(t)
 	ctx := context.Background()
@@ -24,24 +25,34 @@ func TestPrepareAgainstConsul(t *testing.T) {
 		}
 		return l
 	}
+	roundRecord := func(round, jobs int) *loop.RoundRecord {
+		rec := &loop.RoundRecord{Round: round, Start: "2026-12-06T00:00:00Z"}
+		for i := range jobs {
+			rec.Jobs = append(rec.Jobs, loop.JobAudit{ID: fmt.Sprintf("default/job-%04d", i), RhoAfter: float64(round + i), Action: loop.ActionKeep})
+		}
+		return rec
+	}
 	for round, tc := range []struct {
 		jobs  int
-		stale bool // Prepare another next first
-	}{{jobs: 3000}, {jobs: 2990}, {jobs: 2990, stale: true}, {jobs: 10}} {
+		stale string // Prepare another next or record first
+	}{{jobs: 3000}, {jobs: 2990}, {jobs: 2990, stale: "ledger"}, {jobs: 2990, stale: "record"}, {jobs: 10}} {
 		for _, s := range []*Store{plain, prepared} {
 			prev, err := s.Load(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			next := ledgers(round+1, tc.jobs, float64(round))
+			next, rec := ledgers(round+1, tc.jobs, float64(round)), roundRecord(round, tc.jobs)
 			if s == prepared {
-				if tc.stale {
-					s.Prepare(prev, ledgers(round+1, tc.jobs, -1))
-				} else {
-					s.Prepare(prev, next)
+				switch tc.stale {
+				case "ledger":
+					s.Prepare(prev, ledgers(round+1, tc.jobs, -1), rec)
+				case "record":
+					s.Prepare(prev, next, roundRecord(round, tc.jobs-1))
+				default:
+					s.Prepare(prev, next, rec)
 				}
 			}
-			if err := s.Record(ctx, prev, next, &loop.RoundRecord{Round: round}); err != nil {
+			if err := s.Record(ctx, prev, next, rec); err != nil {
 				t.Fatalf("round %d, %s: %v", round, s.prefix, err)
 			}
 		}
@@ -51,8 +62,13 @@ func TestPrepareAgainstConsul(t *testing.T) {
 		}
 		for k, v := range want {
 			if !bytes.Equal(got[k], v) {
-				t.Errorf("round %d: job chunk %s differs when prepared (stale %v)", round, k, tc.stale)
+				t.Errorf("round %d: job chunk %s differs when prepared (stale %q)", round, k, tc.stale)
 			}
+		}
+		key := fmt.Sprintf("%012d", round)
+		want, got = values(t, c, plain.prefix+dirRounds), values(t, c, prepared.prefix+dirRounds)
+		if w, g := unzipped(t, want[key]), unzipped(t, got[key]); len(w) == 0 || !bytes.Equal(g, w) {
+			t.Errorf("round %d: the record reads back as %d bytes of JSON when prepared, %d when not (stale %q)", round, len(g), len(w), tc.stale)
 		}
 	}
 }

@@ -108,10 +108,11 @@ type Store struct {
 	prepared *prepared
 }
 
-// prepared is the job records' operations Prepare encoded for the Record of
-// next, in sc.
+// prepared is what Prepare encoded for the Record of next and rec, in sc: the
+// job records' operations, and rec's job lines (sc[JobChunks].lines).
 type prepared struct {
 	next *loop.Ledger
+	rec  *loop.RoundRecord
 	ops  api.TxnOps
 	sc   *scratches
 }
@@ -216,6 +217,11 @@ type scratch struct {
 	raw, zipped bytes.Buffer
 	zw, zwBest  *gzip.Writer
 	enc         *json.Encoder
+	// lines are a round record's job lines as JSON, and linesZipped as a gzip member
+	// (prepareLines): most of a record's bytes, encoded while the round waits on Nomad.
+	lines, linesZipped bytes.Buffer
+	linesEnc           *json.Encoder
+	linesLean          bool // the lines are without their options
 }
 
 // scratches are one Record's: one for each job chunk, and the round record's.
@@ -295,26 +301,31 @@ func (sc *scratch) compressed() ([]byte, error) {
 // fastLevel is the gzip level values are compressed at first.
 const fastLevel = 3
 
-// gzip is sc.raw gzipped at level by *zw (made on first use, then reset:
-// the same header and level as a new writer's) into sc.zipped.
+// gzip is sc.raw gzipped at level by *zw into sc.zipped.
 func (sc *scratch) gzip(zw **gzip.Writer, level int) ([]byte, error) {
 	sc.zipped.Reset()
-	if *zw == nil {
-		w, err := gzip.NewWriterLevel(&sc.zipped, level)
-		if err != nil {
-			return nil, err
-		}
-		*zw = w
-	} else {
-		(*zw).Reset(&sc.zipped)
-	}
-	if _, err := (*zw).Write(sc.raw.Bytes()); err != nil {
-		return nil, err
-	}
-	if err := (*zw).Close(); err != nil {
+	if err := appendGzip(zw, level, &sc.zipped, sc.raw.Bytes()); err != nil {
 		return nil, err
 	}
 	return sc.zipped.Bytes(), nil
+}
+
+// appendGzip appends b to dst as one gzip member at level, written by *zw (made on first
+// use, then reset: the same header and level as a new writer's).
+func appendGzip(zw **gzip.Writer, level int, dst *bytes.Buffer, b []byte) error {
+	if *zw == nil {
+		w, err := gzip.NewWriterLevel(dst, level)
+		if err != nil {
+			return err
+		}
+		*zw = w
+	} else {
+		(*zw).Reset(dst)
+	}
+	if _, err := (*zw).Write(b); err != nil {
+		return err
+	}
+	return (*zw).Close()
 }
 
 // decodeValue decodes a value encodeValue wrote, gzipped or not.
@@ -345,20 +356,134 @@ func (sc *scratch) round(rec *loop.RoundRecord) ([]byte, error) {
 	if len(b) <= maxTxnBytes {
 		return b, nil
 	}
+	return sc.lean(rec)
+}
+
+// lean is round's value for a record over what a transaction carries: without its job lines'
+// options, saying so.
+func (sc *scratch) lean(rec *loop.RoundRecord) ([]byte, error) {
 	lean := *rec
-	lean.Jobs = make([]loop.JobAudit, len(rec.Jobs))
-	for i, l := range rec.Jobs {
-		l.Options = nil
-		lean.Jobs[i] = l
-	}
-	lean.OptionsOmitted = true
-	if b, err = sc.value(&lean); err != nil {
+	lean.Jobs, lean.OptionsOmitted = withoutOptions(rec.Jobs), true
+	b, err := sc.value(&lean)
+	if err != nil {
 		return nil, fmt.Errorf("encoding round %d: %w", rec.Round, err)
 	}
-	if len(b) > maxTxnBytes {
-		return nil, fmt.Errorf("round %d's record is %d bytes gzipped without options, over the %d bytes one Consul transaction carries", rec.Round, len(b), maxTxnBytes)
+	return b, leanFits(rec.Round, len(b))
+}
+
+// leanFits is lean's error for a record of n bytes without options, if it is over the limit.
+func leanFits(round, n int) error {
+	if n > maxTxnBytes {
+		return fmt.Errorf("round %d's record is %d bytes gzipped without options, over the %d bytes one Consul transaction carries", round, n, maxTxnBytes)
 	}
-	return b, nil
+	return nil
+}
+
+// withoutOptions are job lines without their options (every model's cost terms).
+func withoutOptions(jobs []loop.JobAudit) []loop.JobAudit {
+	out := make([]loop.JobAudit, len(jobs))
+	for i, l := range jobs {
+		l.Options = nil
+		out[i] = l
+	}
+	return out
+}
+
+// prepareLines encodes a round record's job lines into sc.lines, as the record's JSON holds
+// them, and gzips them into sc.linesZipped for roundPrepared, at the level compressed would:
+// without their options (sc.linesLean) when they are over what a transaction carries with
+// them.
+func (sc *scratch) prepareLines(jobs []loop.JobAudit) error {
+	sc.linesLean = false
+	if err := sc.encodeLines(jobs); err != nil || sc.linesZipped.Len() <= maxTxnBytes {
+		return err
+	}
+	sc.linesLean = true
+	return sc.encodeLines(withoutOptions(jobs))
+}
+
+// encodeLines is prepareLines for one form of the lines.
+func (sc *scratch) encodeLines(jobs []loop.JobAudit) error {
+	sc.lines.Reset()
+	if sc.linesEnc == nil {
+		sc.linesEnc = json.NewEncoder(&sc.lines)
+	}
+	if err := sc.linesEnc.Encode(jobs); err != nil {
+		return err
+	}
+	sc.lines.Truncate(sc.lines.Len() - 1) // Encode's newline
+	sc.linesZipped.Reset()
+	if err := appendGzip(&sc.zw, fastLevel, &sc.linesZipped, sc.lines.Bytes()); err != nil || sc.linesZipped.Len() <= maxTxnBytes {
+		return err
+	}
+	sc.linesZipped.Reset()
+	return appendGzip(&sc.zwBest, gzip.DefaultCompression, &sc.linesZipped, sc.lines.Bytes())
+}
+
+// roundPrepared is round's value for rec, whose job lines prepareLines encoded: the rest of
+// the record is encoded around them. Gzipped, the parts are three gzip members, which read as
+// one stream of the record's JSON (RFC 1952, 2.2; Go's gzip.Reader reads every member), so
+// the lines are neither encoded nor compressed again. A record the rest takes over what a
+// transaction carries is encoded again whole (round: at gzip's default level, else without
+// options).
+func (sc *scratch) roundPrepared(rec *loop.RoundRecord) ([]byte, error) {
+	rest := *rec
+	rest.Jobs, rest.OptionsOmitted = nil, sc.linesLean
+	sc.raw.Reset()
+	if err := sc.encode(&rest); err != nil {
+		return nil, fmt.Errorf("encoding round %d: %w", rec.Round, err)
+	}
+	at := nullJobsAt(sc.raw.Bytes())
+	if at < 0 {
+		return nil, fmt.Errorf("encoding round %d: its JSON has no top-level \"jobs\":null to put the job lines in", rec.Round)
+	}
+	head, tail := sc.raw.Bytes()[:at], sc.raw.Bytes()[at+len("null"):]
+	sc.zipped.Reset()
+	if len(head)+sc.lines.Len()+len(tail) <= compressAbove {
+		sc.zipped.Write(head)
+		sc.zipped.Write(sc.lines.Bytes())
+		sc.zipped.Write(tail)
+		return sc.zipped.Bytes(), nil
+	}
+	if err := appendGzip(&sc.zw, fastLevel, &sc.zipped, head); err != nil {
+		return nil, err
+	}
+	sc.zipped.Write(sc.linesZipped.Bytes())
+	if err := appendGzip(&sc.zw, fastLevel, &sc.zipped, tail); err != nil {
+		return nil, err
+	}
+	switch {
+	case sc.zipped.Len() <= maxTxnBytes:
+		return sc.zipped.Bytes(), nil
+	case sc.linesLean:
+		return nil, leanFits(rec.Round, sc.zipped.Len())
+	}
+	return sc.round(rec)
+}
+
+// nullJobsAt is where the value of the top-level key "jobs" starts in b, a JSON object whose
+// "jobs" is null, or -1. Keys and strings deeper in the object are skipped.
+func nullJobsAt(b []byte) int {
+	const field = `"jobs":`
+	depth, inString, escaped := 0, false, false
+	for i, c := range b {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			escaped, inString = c == '\\', c != '"'
+		case c == '"':
+			if depth == 1 && bytes.HasPrefix(b[i:], []byte(field+"null")) {
+				return i + len(field)
+			}
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return -1
 }
 
 // encodeLedger is the ledger key's value for next.
@@ -462,12 +587,16 @@ func (s *Store) Record(ctx context.Context, prev, next *loop.Ledger, rec *loop.R
 	return nil
 }
 
-// Prepare encodes the job records' operations of Record(prev, next, ...)
-// while the round waits on Nomad: at 20,000 jobs that is a tenth of a second
-// or more. Record reports what went wrong here (it encodes them again).
-func (s *Store) Prepare(prev, next *loop.Ledger) {
+// Prepare encodes the job records' operations and the record's job lines of
+// Record(prev, next, rec) while the round waits on Nomad: at 20,000 jobs they
+// are megabytes of JSON, half a second of CPU or more. Record reports what
+// went wrong here (it encodes them again).
+func (s *Store) Prepare(prev, next *loop.Ledger, rec *loop.RoundRecord) {
 	sc := s.takeScratch()
 	ops, err := s.jobOps(prev.Jobs, next.Jobs, sc)
+	if err == nil {
+		err = sc[JobChunks].prepareLines(rec.Jobs)
+	}
 	s.prepMu.Lock()
 	defer s.prepMu.Unlock()
 	s.prepared = nil
@@ -475,7 +604,7 @@ func (s *Store) Prepare(prev, next *loop.Ledger) {
 		s.scratch.Put(sc)
 		return
 	}
-	s.prepared = &prepared{next: next, ops: ops, sc: sc}
+	s.prepared = &prepared{next: next, rec: rec, ops: ops, sc: sc}
 }
 
 // takeScratch is the last round's encoding memory, or new memory.
@@ -495,7 +624,11 @@ func (s *Store) encode(prev, next *loop.Ledger, rec *loop.RoundRecord) (sc *scra
 	s.prepared = nil
 	s.prepMu.Unlock()
 	if p != nil && p.next == next {
-		round, err = p.sc[JobChunks].round(rec)
+		if p.rec == rec {
+			round, err = p.sc[JobChunks].roundPrepared(rec)
+		} else {
+			round, err = p.sc[JobChunks].round(rec)
+		}
 		return p.sc, p.ops, round, err
 	}
 	if p != nil {

@@ -293,7 +293,7 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 				lr.Observe(pr.snapshot, policy.Assignment(chosen), achieved)
 			}
 			if p, ok := l.store.(Preparer); ok {
-				p.Prepare(prev, next)
+				p.Prepare(prev, next, rec)
 			}
 			ph.log.Trace("bookkeeping done", "duration", time.Since(begin))
 		})

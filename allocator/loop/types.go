@@ -360,12 +360,14 @@ type Store interface {
 }
 
 // Preparer is an optional Store interface (found by type assertion): the
-// part of Record that needs only the ledgers (encoding next's job records),
-// done while the round waits on Nomad. The round changes neither ledger
-// between Prepare and Record; a Record for another next does the work
-// itself, and Record reports what Prepare could not do.
+// part of Record that needs only the ledgers and the record's job lines
+// (encoding next's job records and rec.Jobs), done while the round waits on
+// Nomad. The round changes neither ledger nor rec.Jobs between Prepare and
+// Record, only rec's other fields (the apply's result, the phases); a Record
+// for another next or rec does the work itself, and Record reports what
+// Prepare could not do.
 type Preparer interface {
-	Prepare(prev, next *Ledger)
+	Prepare(prev, next *Ledger, rec *RoundRecord)
 }
 
 // Claimer is an optional Store interface (found by type assertion) that
