@@ -85,6 +85,29 @@ type Client struct {
 	// observed are the managed jobs the last Observe saw (nil before the
 	// first): the watcher's baseline when it starts after an observation.
 	observed map[string]bool
+	// parsed is what the last Observe read from each managed job's spec (Observe's own: rounds
+	// observe one at a time).
+	parsed map[string]parsedJob
+}
+
+// parsedJob is what Observe reads from a job's spec alone, kept while the cache holds the
+// same *api.Job: a job Apply edits leaves the cache first, and a new version is a new
+// pointer, so at 20,000 jobs a round parses only the jobs that changed.
+type parsedJob struct {
+	job           *api.Job
+	spec          *jobmeta.Spec
+	err           error
+	gated, inPool bool
+	model         string
+	pieces        []int
+	pinned        []string
+}
+
+// parseJob reads job's spec; pool is the client's GPU node pool.
+func parseJob(job *api.Job, pool string) parsedJob {
+	spec, err := jobmeta.Parse(job.Meta, GPUDemand(job))
+	return parsedJob{job: job, spec: spec, err: err, gated: Gated(job), inPool: InPool(job, pool),
+		model: SteeredModel(job), pieces: GPUPieces(job), pinned: PinnedNodes(job)}
 }
 
 // New returns a Client over a Nomad API client, with no GPU node pool.
@@ -223,17 +246,23 @@ func (c *Client) Observe(ctx context.Context) (*loop.Snapshot, error) {
 		key := jobKey(a.Namespace, a.JobID)
 		byJob[key] = append(byJob[key], a)
 	}
+	parsed := make(map[string]parsedJob, len(managed))
+	defer func() { c.parsed = parsed }()
+	snap.Jobs = make([]loop.Job, 0, len(managed))
 	for _, job := range managed {
 		key := jobKey(deref(job.Namespace), deref(job.ID))
-		spec, err := jobmeta.Parse(job.Meta, GPUDemand(job))
-		if err != nil {
-			snap.Invalid = append(snap.Invalid, loop.Invalid{ID: key, Err: err.Error()})
+		p, ok := c.parsed[key]
+		if !ok || p.job != job {
+			p = parseJob(job, c.pool)
+		}
+		parsed[key] = p
+		if p.err != nil {
+			snap.Invalid = append(snap.Invalid, loop.Invalid{ID: key, Err: p.err.Error()})
 			continue
 		}
 		j := loop.Job{
-			ID: key, Namespace: deref(job.Namespace), Name: deref(job.ID), Spec: spec,
-			Gated: Gated(job), OffPool: !InPool(job, c.pool), Model: SteeredModel(job),
-			Pieces: GPUPieces(job), Pinned: PinnedNodes(job),
+			ID: key, Namespace: deref(job.Namespace), Name: deref(job.ID), Spec: p.spec,
+			Gated: p.gated, OffPool: !p.inPool, Model: p.model, Pieces: p.pieces, Pinned: p.pinned,
 		}
 		if job.JobModifyIndex != nil {
 			j.ModifyIndex = *job.JobModifyIndex
