@@ -108,9 +108,9 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 		capacity[m.Name] = m.GPUs - rt.pinnedOn(m.Name)
 	}
 	// The ledger entries that were active last round, for Reconcile.
-	fs := fairness.State{Round: t, Jobs: map[string]fairness.JobState{}}
-	var active []fairness.Job
-	var jobs []allocator.Job
+	fs := fairness.State{Round: t, Jobs: make(map[string]fairness.JobState, len(snap.Jobs))}
+	active := make([]fairness.Job, 0, len(snap.Jobs))
+	jobs := make([]allocator.Job, 0, len(snap.Jobs))
 	models := append([]allocator.Model(nil), snap.Models...)
 	known := make(map[string]bool, len(models))
 	for k := range models {
