@@ -140,13 +140,16 @@ func (h *Harness) Set(j Job) {
 
 // LoadHarness is the cluster and jobs of the warm-round benchmarks (the e2e
 // BenchmarkWarmRound*Jobs against real agents, and those of the loop and of
-// the Consul store without them): one host of 64 V100s and one of 64
+// the Consul store without them): two hosts of 32 V100s and two of 32
 // A100s, and n gated 2-GPU jobs of 20 to 200 work units that run 4 units a
 // round on A100s and 1 on V100s, as jobspecs/fft-train.nomad.hcl's
 // defaults do.
 func LoadHarness(n int) *Harness {
 	const a100, v100 = "NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB"
-	h := &Harness{Hosts: []placement.Host{{ID: "v100", Model: v100, GPUs: 64}, {ID: "a100", Model: a100, GPUs: 64}}}
+	h := &Harness{Hosts: []placement.Host{
+		{ID: "v100-1", Model: v100, GPUs: 32}, {ID: "v100-2", Model: v100, GPUs: 32},
+		{ID: "a100-1", Model: a100, GPUs: 32}, {ID: "a100-2", Model: a100, GPUs: 32},
+	}}
 	for i := range n {
 		h.Set(NewJob(fmt.Sprintf("load-%05d", i)).GPUs(2).Work(float64(20+i%37*5)).TP(a100, 4).TP(v100, 1).Obj())
 	}

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,20 +17,25 @@ import (
 // failure. The first round that leaves it out holds it in the pool behind the gate (one write;
 // later ones cost none); the selecting round lifts the gate and it runs on the chosen model.
 func TestPlainJobHeldUntilSelected(t *testing.T) {
+	// Two A100 hosts: plain has to wait for GPUs, not for a host big enough.
 	st := startStack(t, []testenv.FakeGPUClient{
 		{Name: "v100", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
-		{Name: "a100", Model: modelA100, Count: 2},
+		{Name: "a100-1", Model: modelA100, Count: 2},
+		{Name: "a100-2", Model: modelA100, Count: 2},
 	})
 	c, cs := st.Cluster, st.consul
 	proc := st.allocator(t, "fft-allocator", "-round", "2s", "-http-addr", "", "-log-level", "debug")
 	jobspec := trainJobspec(t)
 
-	// first takes the A100s; plain runs on the A100 only, and costs more (volume 2*400/4 = 200
-	// against 50), so the rounds keep it waiting until first is done.
-	register(t, c.API, parseJob(t, c.API, jobspec, "first", `work = "100"
+	// first-1 and first-2 take both A100 hosts (2 GPUs each); plain runs on the A100 only, and
+	// costs more (volume 2*400/4 = 200 against 50 each), so the rounds keep it waiting until
+	// one of them is done.
+	for _, id := range []string{"first-1", "first-2"} {
+		register(t, c.API, parseJob(t, c.API, jobspec, id, `work = "100"
 seconds = 20
 throughput = "NVIDIA A100-SXM4-40GB=4"`))
-	waitAlloc(t, c.API, proc, "first", "running", "")
+		waitAlloc(t, c.API, proc, id, "running", "")
+	}
 	plain := parseJob(t, c.API, jobspec, "plain", `work = "400"
 seconds = 3
 throughput = "NVIDIA A100-SXM4-40GB=4"`)
@@ -55,8 +61,8 @@ throughput = "NVIDIA A100-SXM4-40GB=4"`)
 	})
 
 	done := waitAlloc(t, c.API, proc, "plain", "complete", "")
-	if done.NodeID != c.NodeIDs["a100"] {
-		t.Errorf("plain ran on node %s, want the A100 client %s", done.NodeID, c.NodeIDs["a100"])
+	if a100 := []string{c.NodeIDs["a100-1"], c.NodeIDs["a100-2"]}; !slices.Contains(a100, done.NodeID) {
+		t.Errorf("plain ran on node %s, want an A100 client %v", done.NodeID, a100)
 	}
 	job, _, err := c.API.Jobs().Info("plain", nil)
 	if err != nil {

@@ -16,22 +16,21 @@ import (
 	"github.com/nomad-fft/nomad-fft/e2e/agents/nomad/internal/testenv"
 )
 
-// BenchmarkWarmRound200Jobs to BenchmarkWarmRound20000Jobs time the warm rounds of a
-// long-running fft-allocator (its job cache filled by the first round and kept by Nomad's event
-// stream) against a real Nomad server with that many managed jobs, registered held through the
-// API, on two fake-GPU clients with 64 GPUs each. Per warm round they report the Nomad API calls
-// of the observation and of the apply, the plan's changes, the Consul KV keys the round wrote,
-// the transactions it took and the largest values stored, each phase's duration, and the
-// round's wall time as the allocator logged it (record included). It splits that time into
-// what the round waited on Nomad and Consul (wait-s: wall time with a call outstanding, the
-// apply's concurrent calls counted once) and the rest, the allocator's own (own-s: its work, or
-// waiting for a core), and reports the process's CPU time (cpu-s, every thread), per phase too
-// (PHASE-wait-s, PHASE-cpu-s), from the allocator's log. FFT_BENCH_LOG_LEVEL sets
-// the allocator's log level (debug says which jobs a round read itself, and whether it took
-// the job list from the event stream); FFT_BENCH_APPLY_CONCURRENCY its -apply-concurrency;
-// FFT_BENCH_POLICY its -policy (default: the paper's fft, which here parks every running job
-// each round, the worst case for Nomad's writes). FFT_BENCH_DRIVER=mock_driver runs the jobs'
-// tasks with Nomad's mock driver instead of raw_exec.
+// BenchmarkWarmRound200Jobs to BenchmarkWarmRound20000Jobs time the warm rounds of a long-running
+// fft-allocator (its job cache filled by the first round and kept by Nomad's event stream) against
+// a real Nomad server with that many managed jobs, registered held through the API, on four
+// fake-GPU clients of 32 GPUs, two of each model. Per warm round they report the Nomad API calls of
+// the observation and of the apply, the plan's changes, the Consul KV keys the round wrote, the
+// transactions it took and the largest values stored, each phase's duration, and the round's wall
+// time as the allocator logged it (record included). It splits that time into what the round waited
+// on Nomad and Consul (wait-s: wall time with a call outstanding, the apply's concurrent calls
+// counted once) and the rest, the allocator's own (own-s: its work, or waiting for a core), and
+// reports the process's CPU time (cpu-s, every thread), per phase too (PHASE-wait-s, PHASE-cpu-s),
+// from the allocator's log. FFT_BENCH_LOG_LEVEL sets the allocator's log level (debug says which
+// jobs a round read itself, and whether it took the job list from the event stream);
+// FFT_BENCH_APPLY_CONCURRENCY its -apply-concurrency; FFT_BENCH_POLICY its -policy (default: the
+// paper's fft, which here parks every running job each round, the worst case for Nomad's writes).
+// FFT_BENCH_DRIVER=mock_driver runs the jobs' tasks with Nomad's mock driver instead of raw_exec.
 //
 //	cd e2e/agents/nomad && FFT_E2E=1 go test -run '^$' -bench 'WarmRound(5000|20000)Jobs' -benchtime 3x -timeout 60m ./allocator/
 func BenchmarkWarmRound200Jobs(b *testing.B) { benchmarkWarmRound(b, 200) }
@@ -48,8 +47,10 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 		b.Fatalf("FFT_BENCH_DRIVER=%q: set mock_driver, or raw_exec (the default)", driver)
 	}
 	st := startStack(b, []testenv.FakeGPUClient{
-		{Name: "v100", Model: modelV100, Count: 64, Extra: `memory_mib = 16384`},
-		{Name: "a100", Model: modelA100, Count: 64},
+		{Name: "v100-1", Model: modelV100, Count: 32, Extra: `memory_mib = 16384`},
+		{Name: "v100-2", Model: modelV100, Count: 32, Extra: `memory_mib = 16384`},
+		{Name: "a100-1", Model: modelA100, Count: 32},
+		{Name: "a100-2", Model: modelA100, Count: 32},
 	})
 	c, cs := st.Cluster, st.consul
 	base := parseJob(b, c.API, trainJobspec(b), "load", "seconds = 3600")
@@ -80,7 +81,7 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 	time.Sleep(recordTail)
 	_, _, before := written(b, cs, 0)
 	var observe, apply, changes, keys, txns, seconds, wall, recordKiB, chunkKiB float64
-	var waited, cpu float64
+	var waited, cpu, omitted float64
 	phase, phaseWait, phaseCPU := map[string]float64{}, map[string]float64{}, map[string]float64{}
 	b.ResetTimer()
 	for n := 1; n <= b.N; n++ {
@@ -91,6 +92,9 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 			b.Fatalf("round %d saw %d jobs, want %d", n, len(rec.Jobs), jobs)
 		}
 		observe += float64(rec.ObserveCalls)
+		if rec.OptionsOmitted {
+			omitted++
+		}
 		apply += float64(rec.Apply.Calls)
 		for _, k := range rec.Apply.Applied {
 			changes += float64(k)
@@ -143,6 +147,7 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 	// What the phases leave out: the reads of progress reports and overrides, the ledger.
 	b.ReportMetric(per(wall-seconds), "between-phases-s/op")
 	b.ReportMetric(recordKiB, "record-max-KiB")
+	b.ReportMetric(per(omitted), "options-omitted/op")
 	b.ReportMetric(chunkKiB, "job-chunk-max-KiB")
 	for _, name := range []string{"observe", "solve", "place", "claim", "apply", "record"} {
 		b.ReportMetric(per(phase[name]), name+"-s/op")
@@ -268,6 +273,9 @@ type loadRecord struct {
 	} `json:"apply"`
 	Phases map[string]float64 `json:"phases"`
 	Jobs   []struct{}         `json:"jobs"`
+	// OptionsOmitted: the record was over what a Consul transaction carries with every job
+	// line's options.
+	OptionsOmitted bool `json:"options_omitted"`
 }
 
 // waitRecord waits for round n's full record and returns it.
