@@ -1,9 +1,7 @@
 package allocator
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os/exec"
 	"testing"
 
@@ -58,31 +56,4 @@ func BenchmarkRound200Jobs(b *testing.B) {
 	b.ReportMetric(calls/float64(b.N), "api-calls/op")
 	b.ReportMetric(observeCalls/float64(b.N), "observe-calls/op")
 	b.ReportMetric(roundSeconds/float64(b.N), "round-s/op")
-}
-
-// readRecord decodes round n's record, joining its parts when the store wrote it in parts
-// (fairness/consulstore/parts.go).
-func readRecord(tb testing.TB, cs *testenv.Consul, n int, v any) {
-	tb.Helper()
-	var stub struct {
-		Parts  int    `json:"record_parts"`
-		Digest string `json:"record_sha256"`
-	}
-	key := fmt.Sprintf("%s/rounds/%012d", prefix, n)
-	readKV(tb, cs, key, &stub)
-	if stub.Parts == 0 {
-		readKV(tb, cs, key, v)
-		return
-	}
-	var whole []byte
-	for k := 0; k < stub.Parts; k++ {
-		b, code, err := cs.Get(fmt.Sprintf("/v1/kv/%s/roundparts/%012d/%s/%04d?raw", prefix, n, stub.Digest, k))
-		if err != nil || code != http.StatusOK {
-			tb.Fatalf("round %d part %d: HTTP %d %v", n, k, code, err)
-		}
-		whole = append(whole, b...)
-	}
-	if err := json.Unmarshal(whole, v); err != nil {
-		tb.Fatalf("decoding round %d's %d parts: %v", n, stub.Parts, err)
-	}
 }
