@@ -12,13 +12,12 @@ import (
 	"github.com/nomad-fft/nomad-fft/allocator/roundtime"
 )
 
-// BenchmarkRecordEncoding times what Record encodes each round at the
-// warm-round benchmark's sizes (loop.LoadHarness, as e2e
-// BenchmarkWarmRound*Jobs: managed jobs on two hosts of 32 GPUs of each model), without Consul, in the
-// memory Record keeps from round to round: part=prepare is what Prepare encodes while the
-// round waits on Nomad (the job chunks that changed, the record's job lines), part=record
-// what is left for Record (the rest of the round record, around the prepared lines), and
-// part=unprepared what Record encodes without Prepare.
+// BenchmarkRecordEncoding times what Record encodes each round at the warm-round benchmark's
+// sizes (loop.LoadHarness, as e2e BenchmarkWarmRound*Jobs: managed jobs on two hosts of 32 GPUs
+// of each model), without Consul, in the memory Record keeps from round to round: part=prepare
+// is what Prepare encodes while the round waits on Nomad (the job chunks that changed, the
+// record's job lines), part=record what is left for Record (the rest of the round record,
+// around the prepared lines), and part=unprepared what Record encodes without Prepare.
 //
 //	go test -run '^$' -bench RecordEncoding -benchmem ./allocator/consulstore/
 func BenchmarkRecordEncoding(b *testing.B) {

@@ -291,24 +291,22 @@ func (sc *scratch) compressed() ([]byte, error) {
 	if sc.raw.Len() <= compressAbove {
 		return sc.raw.Bytes(), nil
 	}
-	b, err := sc.gzip(&sc.zw, fastLevel)
-	if err != nil || len(b) <= maxTxnBytes {
-		return b, err
+	err := sc.gzipInto(&sc.zipped, sc.raw.Bytes())
+	return sc.zipped.Bytes(), err
+}
+
+// gzipInto sets dst to raw gzipped at the level compressed takes.
+func (sc *scratch) gzipInto(dst *bytes.Buffer, raw []byte) error {
+	dst.Reset()
+	if err := appendGzip(&sc.zw, fastLevel, dst, raw); err != nil || dst.Len() <= maxTxnBytes {
+		return err
 	}
-	return sc.gzip(&sc.zwBest, gzip.DefaultCompression)
+	dst.Reset()
+	return appendGzip(&sc.zwBest, gzip.DefaultCompression, dst, raw)
 }
 
 // fastLevel is the gzip level values are compressed at first.
 const fastLevel = 3
-
-// gzip is sc.raw gzipped at level by *zw into sc.zipped.
-func (sc *scratch) gzip(zw **gzip.Writer, level int) ([]byte, error) {
-	sc.zipped.Reset()
-	if err := appendGzip(zw, level, &sc.zipped, sc.raw.Bytes()); err != nil {
-		return nil, err
-	}
-	return sc.zipped.Bytes(), nil
-}
 
 // appendGzip appends b to dst as one gzip member at level, written by *zw (made on first
 // use, then reset: the same header and level as a new writer's).
@@ -412,12 +410,7 @@ func (sc *scratch) encodeLines(jobs []loop.JobAudit) error {
 		return err
 	}
 	sc.lines.Truncate(sc.lines.Len() - 1) // Encode's newline
-	sc.linesZipped.Reset()
-	if err := appendGzip(&sc.zw, fastLevel, &sc.linesZipped, sc.lines.Bytes()); err != nil || sc.linesZipped.Len() <= maxTxnBytes {
-		return err
-	}
-	sc.linesZipped.Reset()
-	return appendGzip(&sc.zwBest, gzip.DefaultCompression, &sc.linesZipped, sc.lines.Bytes())
+	return sc.gzipInto(&sc.linesZipped, sc.lines.Bytes())
 }
 
 // roundPrepared is round's value for rec, whose job lines prepareLines encoded: the rest of
