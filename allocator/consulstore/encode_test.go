@@ -262,17 +262,10 @@ func TestNullJobsAt(t *testing.T) {
 	}
 }
 
-// unzipped is a value's JSON: gunzipped (every member) when gzipped.
+// unzipped is a value's JSON (valueJSON).
 func unzipped(t *testing.T, b []byte) []byte {
 	t.Helper()
-	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
-		return b
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := io.ReadAll(zr)
+	raw, err := valueJSON(b)
 	if err != nil {
 		t.Fatal(err)
 	}

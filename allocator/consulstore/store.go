@@ -220,8 +220,8 @@ type scratch struct {
 	// lines are a round record's job lines as JSON, and linesZipped as a gzip member
 	// (prepareLines): most of a record's bytes, encoded while the round waits on Nomad.
 	lines, linesZipped bytes.Buffer
-	linesEnc           *json.Encoder
-	linesLean          bool // the lines are without their options
+	linesEnc           *json.Encoder // writes to lines
+	linesLean          bool          // the lines are without their options
 }
 
 // scratches are one Record's: one for each job chunk, and the round record's.
@@ -238,14 +238,18 @@ func (sc *scratch) value(v any) ([]byte, error) {
 
 // encode appends v's JSON to sc.raw as json.Marshal writes it (Encode escapes HTML as Marshal
 // does, and ends the value with a newline, which Marshal does not write).
-func (sc *scratch) encode(v any) error {
-	if sc.enc == nil {
-		sc.enc = json.NewEncoder(&sc.raw)
+func (sc *scratch) encode(v any) error { return appendJSON(&sc.enc, &sc.raw, v) }
+
+// appendJSON appends v's JSON to buf as json.Marshal writes it, with *enc (made on first use to
+// write to buf, then kept: at 20,000 jobs a chunk's records are encoded one by one).
+func appendJSON(enc **json.Encoder, buf *bytes.Buffer, v any) error {
+	if *enc == nil {
+		*enc = json.NewEncoder(buf)
 	}
-	if err := sc.enc.Encode(v); err != nil {
+	if err := (*enc).Encode(v); err != nil {
 		return err
 	}
-	sc.raw.Truncate(sc.raw.Len() - 1)
+	buf.Truncate(buf.Len() - 1) // Encode's newline, which Marshal does not write
 	return nil
 }
 
@@ -328,16 +332,26 @@ func appendGzip(zw **gzip.Writer, level int, dst *bytes.Buffer, b []byte) error 
 
 // decodeValue decodes a value encodeValue wrote, gzipped or not.
 func decodeValue(b []byte, v any) error {
-	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
-		zr, err := gzip.NewReader(bytes.NewReader(b))
-		if err != nil {
-			return fmt.Errorf("gunzip: %w", err)
-		}
-		if b, err = io.ReadAll(zr); err != nil {
-			return fmt.Errorf("gunzip: %w", err)
-		}
+	b, err := valueJSON(b)
+	if err != nil {
+		return err
 	}
 	return json.Unmarshal(b, v)
+}
+
+// valueJSON is a stored value's JSON: gunzipped (every gzip member) when gzipped.
+func valueJSON(b []byte) ([]byte, error) {
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		return b, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("gunzip: %w", err)
+	}
+	if b, err = io.ReadAll(zr); err != nil {
+		return nil, fmt.Errorf("gunzip: %w", err)
+	}
+	return b, nil
 }
 
 // encodeRound is a round record's value; a record over Consul's value limit
@@ -403,13 +417,9 @@ func (sc *scratch) prepareLines(jobs []loop.JobAudit) error {
 // encodeLines is prepareLines for one form of the lines.
 func (sc *scratch) encodeLines(jobs []loop.JobAudit) error {
 	sc.lines.Reset()
-	if sc.linesEnc == nil {
-		sc.linesEnc = json.NewEncoder(&sc.lines)
-	}
-	if err := sc.linesEnc.Encode(jobs); err != nil {
+	if err := appendJSON(&sc.linesEnc, &sc.lines, jobs); err != nil {
 		return err
 	}
-	sc.lines.Truncate(sc.lines.Len() - 1) // Encode's newline
 	return sc.gzipInto(&sc.linesZipped, sc.lines.Bytes())
 }
 
