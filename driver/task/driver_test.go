@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"net/http"
@@ -172,7 +173,15 @@ func start(t *testing.T, h *dtestutil.DriverHarness, task *drivers.TaskConfig) *
 	if err != nil {
 		t.Fatalf("StartTask: %v", err)
 	}
-	t.Cleanup(func() { _ = h.DestroyTask(task.ID, true) })
+	// On the driver itself, not through the harness: the first task folder's cleanup
+	// (MkAllocDir's) closes the harness's connection, and a test of several tasks would
+	// leave the others' executors running, and their sockets in TMPDIR.
+	d := h.Impl()
+	t.Cleanup(func() {
+		if err := d.DestroyTask(task.ID, true); err != nil && !errors.Is(err, drivers.ErrTaskNotFound) {
+			t.Errorf("destroying task %s: %v", task.ID, err)
+		}
+	})
 	waitStarted(t, h, task.ID, 10*time.Second)
 	return handle
 }

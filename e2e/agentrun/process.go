@@ -49,13 +49,47 @@ func Start(dir, name, bin string, args, env []string) (*Process, error) {
 }
 
 // StartNomad writes a Nomad agent's configuration to <dir>/<name>.hcl and starts
-// `nomad agent -config` on it, logging to <dir>/<name>.log.
+// `nomad agent -config` on it, logging to <dir>/<name>.log. Its plugins make their sockets in
+// <dir>/<name>.tmp (PluginSocketDir).
 func StartNomad(dir, name, bin, hcl string) (*Process, error) {
 	path := filepath.Join(dir, name+".hcl")
 	if err := os.WriteFile(path, []byte(hcl), 0o644); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", path, err)
 	}
-	return Start(dir, name, bin, []string{"agent", "-config", path}, nil)
+	var env []string
+	tmp, err := PluginSocketDir(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	if tmp != "" {
+		env = append(env, "TMPDIR="+tmp)
+	}
+	return Start(dir, name, bin, []string{"agent", "-config", path}, env)
+}
+
+// maxSocketPath is the longest Unix socket path Linux takes (sun_path's 108 bytes, less the
+// NUL).
+const maxSocketPath = 107
+
+// PluginSocketDir makes <dir>/<name>.tmp, the agent's TMPDIR, and returns its absolute path,
+// or "" when a socket in it would be too long a path (the agent then keeps the system's).
+// go-plugin makes each plugin's Unix socket in TMPDIR (a temporary name, "plugin" and up to
+// 10 digits), and the plugins inherit the agent's environment: its device and driver plugins,
+// logmons and executors. An executor killed with SIGKILL, as every one is when a test or the
+// dev cluster stops, leaves its socket behind; in dir it goes with the run's folder instead of
+// piling up in /tmp (97 of them a CI run before).
+func PluginSocketDir(dir, name string) (string, error) {
+	tmp, err := filepath.Abs(filepath.Join(dir, name+".tmp"))
+	if err != nil {
+		return "", fmt.Errorf("locating %s's temporary folder: %w", name, err)
+	}
+	if len(tmp)+len("/plugin")+10 > maxSocketPath {
+		return "", nil
+	}
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return "", fmt.Errorf("creating %s's temporary folder: %w", name, err)
+	}
+	return tmp, nil
 }
 
 // Done is closed once the process has ended and its log is closed.

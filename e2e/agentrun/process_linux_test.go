@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -82,6 +83,47 @@ func TestPortTaken(t *testing.T) {
 			}
 			if got := p.PortTaken(); got != tc.want {
 				t.Errorf("PortTaken() = %v, want %v; log: %q", got, tc.want, p.Tail(3))
+			}
+		})
+	}
+}
+
+// A Nomad agent's plugins make their sockets in its own folder under dir: TMPDIR names it,
+// and it exists; a dir too deep for a socket path leaves the system's TMPDIR alone.
+func TestStartNomadPluginSocketDir(t *testing.T) {
+	deep := filepath.Join(t.TempDir(), strings.Repeat("d", 90))
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, dir string
+		inDir     bool
+	}{
+		{"short", t.TempDir(), true},
+		{"deep", deep, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := filepath.Join(tc.dir, "nomad")
+			write(t, fake, "#!/bin/sh\necho \"TMPDIR=$TMPDIR\" > \"$(dirname \"$0\")/env\"\n", 0o755)
+			p, err := StartNomad(tc.dir, "client-1", fake, "# no configuration\n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-p.Done()
+			b, err := os.ReadFile(filepath.Join(tc.dir, "env"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.TrimSpace(strings.TrimPrefix(string(b), "TMPDIR="))
+			want := filepath.Join(tc.dir, "client-1.tmp")
+			if !tc.inDir {
+				want = os.Getenv("TMPDIR")
+			}
+			if got != want {
+				t.Fatalf("the agent's TMPDIR is %q, want %q", got, want)
+			}
+			if fi, err := os.Stat(want); tc.inDir && (err != nil || !fi.IsDir() || len(want)+len("/plugin4294967295") > maxSocketPath) {
+				t.Errorf("the agent's socket folder %s: %v, or too long a path for a socket", want, err)
 			}
 		})
 	}
