@@ -39,19 +39,25 @@ const (
 // runs on the chosen model; the round's audit record and the job's rho are in Consul KV, and a
 // job with bad fft. meta is reported and left untouched.
 func TestAllocatorSelectsAndSteers(t *testing.T) {
+	// Two hosts of 2 GPUs per model: the job's two GPUs must be one host's.
 	st := startStack(t, []testenv.FakeGPUClient{
-		{Name: "v100", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`, NodePool: api.NodePoolDefault},
-		{Name: "a100", Model: modelA100, Count: 2, NodePool: api.NodePoolDefault},
+		{Name: "v100-1", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`, NodePool: api.NodePoolDefault},
+		{Name: "v100-2", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`, NodePool: api.NodePoolDefault},
+		{Name: "a100-1", Model: modelA100, Count: 2, NodePool: api.NodePoolDefault},
+		{Name: "a100-2", Model: modelA100, Count: 2, NodePool: api.NodePoolDefault},
 	})
 	c, cs := st.Cluster, st.consul
-	a100Devices := map[string]bool{}
-	node, _, err := c.API.Nodes().Info(c.NodeIDs["a100"], nil)
-	if err != nil {
-		t.Fatalf("reading the A100 node: %v", err)
-	}
-	for _, d := range node.NodeResources.Devices {
-		for _, inst := range d.Instances {
-			a100Devices[inst.ID] = true
+	a100Devices := map[string]map[string]bool{} // by node ID
+	for _, name := range []string{"a100-1", "a100-2"} {
+		node, _, err := c.API.Nodes().Info(c.NodeIDs[name], nil)
+		if err != nil {
+			t.Fatalf("reading the A100 node %s: %v", name, err)
+		}
+		a100Devices[node.ID] = map[string]bool{}
+		for _, d := range node.NodeResources.Devices {
+			for _, inst := range d.Instances {
+				a100Devices[node.ID][inst.ID] = true
+			}
 		}
 	}
 
@@ -95,8 +101,8 @@ func TestAllocatorSelectsAndSteers(t *testing.T) {
 			gateFiltered += n
 		}
 	}
-	if gateFiltered != 2 {
-		t.Errorf("the gate filtered %d nodes, want 2: %+v", gateFiltered, failed.ConstraintFiltered)
+	if gateFiltered != 4 {
+		t.Errorf("the gate filtered %d nodes, want 4: %+v", gateFiltered, failed.ConstraintFiltered)
 	}
 	time.Sleep(2 * time.Second)
 	if allocs := allocsOf(t, c.API, "fft-train"); len(allocs) != 0 {
@@ -132,16 +138,16 @@ func TestAllocatorSelectsAndSteers(t *testing.T) {
 		}
 		return fmt.Errorf("allocation %s is %s", a.ID, a.ClientStatus)
 	})
-	if alloc.NodeID != c.NodeIDs["a100"] {
-		t.Errorf("fft-train ran on node %s, want the A100 client %s", alloc.NodeID, c.NodeIDs["a100"])
+	if a100Devices[alloc.NodeID] == nil {
+		t.Errorf("fft-train ran on node %s, want an A100 client (%s or %s)", alloc.NodeID, c.NodeIDs["a100-1"], c.NodeIDs["a100-2"])
 	}
 	seen := testenv.VisibleDevices(t, c.API, taskName, alloc)
 	if len(seen) != 2 {
 		t.Errorf("NVIDIA_VISIBLE_DEVICES = %q, want 2 GPUs", seen)
 	}
 	for _, id := range seen {
-		if !a100Devices[id] {
-			t.Errorf("NVIDIA_VISIBLE_DEVICES id %q is not one of the A100 client's GPUs", id)
+		if !a100Devices[alloc.NodeID][id] {
+			t.Errorf("NVIDIA_VISIBLE_DEVICES id %q is not one of the GPUs of the A100 client it ran on", id)
 		}
 	}
 	job, _, err := c.API.Jobs().Info("fft-train", nil)

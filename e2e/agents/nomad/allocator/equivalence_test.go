@@ -32,16 +32,29 @@ type equivJob struct {
 // derive from the same ledger. Real timing only enters through finishes, so no job finishes
 // within them (works are long); arrivals do (one job joins before each of rounds 0-2), and
 // they make the loop start, migrate and park.
+//
+// Each model is two hosts of 2 GPUs, and each job comes twice: every gang fills a host, so the
+// pair's rounds are those of one job on one host per model, and both placements, the
+// simulator's hosts and the live loop's pins to Nomad nodes, must find a host for each.
 func TestSimulatorMatchesLiveRounds(t *testing.T) {
 	const rounds, roundSeconds = 4, 300
-	jobs := []equivJob{
-		{"mover", 0, 1000, 4, 3},  // starts on the A100 alone
-		{"picky", 1, 400, 4, 0.5}, // crawls on the V100: mover moves there, picky takes the A100
-		{"wide", 2, 500, 2, 2},    // as fast on both: the V100 goes to it, mover is parked
+	var jobs []equivJob
+	for _, j := range []equivJob{
+		{"mover", 0, 1000, 4, 3},  // start on the A100s alone
+		{"picky", 1, 400, 4, 0.5}, // crawl on the V100s: the movers move there, the pickies take the A100s
+		{"wide", 2, 500, 2, 2},    // as fast on both: the V100s go to them, the movers are parked
+	} {
+		for _, n := range []string{"-1", "-2"} {
+			pair := j
+			pair.Name += n
+			jobs = append(jobs, pair)
+		}
 	}
 	st := startStack(t, []testenv.FakeGPUClient{
-		{Name: "v100", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
-		{Name: "a100", Model: modelA100, Count: 2},
+		{Name: "v100-1", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
+		{Name: "v100-2", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
+		{Name: "a100-1", Model: modelA100, Count: 2},
+		{Name: "a100-2", Model: modelA100, Count: 2},
 	})
 	want := simulate(t, st.root, jobs, rounds, roundSeconds)
 
@@ -93,7 +106,7 @@ func simulate(t *testing.T, dir string, jobs []equivJob, rounds, roundSeconds in
 	}
 	outDir := filepath.Join(dir, "sim-out")
 	cmd := exec.Command(testenv.MainBinary(t, "fftctl"), "simulate", "-trace", trace, "-policies", "fft",
-		"-cluster", fmt.Sprintf("%s=2,%s=2", modelV100, modelA100), "-round-seconds", fmt.Sprint(roundSeconds), "-restart-seconds", "30",
+		"-cluster", fmt.Sprintf("%s=2x2,%s=2x2", modelV100, modelA100), "-round-seconds", fmt.Sprint(roundSeconds), "-restart-seconds", "30",
 		"-max-rounds", fmt.Sprint(rounds), "-records", "-plots=false", "-out", outDir, "-quiet",
 		// Fixed rounds, as the live side runs them (-once, one round at a time); the
 		// simulator's default is the allocator's early-round schedule.
@@ -133,10 +146,13 @@ func actions(lines []roundLine, ns string) map[string]string {
 }
 
 // settle waits until the cluster is as the round left it: every job it started or moved
-// runs on a client, every job it parked has no running allocation.
+// runs on a client of its model, every job it parked has no running allocation.
 func settle(t *testing.T, c *testenv.Cluster, rec roundRec) {
 	t.Helper()
-	node := map[string]string{modelV100: c.NodeIDs["v100"], modelA100: c.NodeIDs["a100"]}
+	model := map[string]string{} // by node ID
+	for name, id := range c.NodeIDs {
+		model[id] = map[bool]string{true: modelV100, false: modelA100}[strings.HasPrefix(name, "v100")]
+	}
 	for _, l := range rec.Jobs {
 		id := strings.TrimPrefix(l.ID, "default/")
 		testenv.Eventually(t, 90*time.Second, 250*time.Millisecond, fmt.Sprintf("%s settles after %s", id, l.Action), func() error {
@@ -144,14 +160,14 @@ func settle(t *testing.T, c *testenv.Cluster, rec roundRec) {
 			for _, s := range allocsOf(t, c.API, id) {
 				if s.ClientStatus == "running" && s.DesiredStatus == "run" {
 					running++
-					if s.NodeID == node[l.Model] {
+					if model[s.NodeID] == l.Model {
 						onModel++
 					}
 				}
 			}
 			switch {
 			case l.Model != "" && (running != 1 || onModel != 1):
-				return fmt.Errorf("%d running allocations, %d of them on the %s client; want 1 there", running, onModel, l.Model)
+				return fmt.Errorf("%d running allocations, %d of them on a %s client; want 1 there", running, onModel, l.Model)
 			case l.Model == "" && running != 0:
 				return fmt.Errorf("%d running allocations, want none", running)
 			}

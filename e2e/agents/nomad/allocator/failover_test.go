@@ -14,9 +14,13 @@ import (
 
 // Two replicas: one leads and runs rounds, the other waits. Killing the leader hands the lock
 // to the standby within the lock's TTL; it resumes from the ledger in Consul, no round number is
-// recorded twice, and jobs submitted after the takeover are still scheduled.
+// recorded twice, and jobs submitted after the takeover are still scheduled. On two A100 hosts,
+// a job that runs through the takeover keeps its allocation on its host.
 func TestAllocatorFailover(t *testing.T) {
-	st := startStack(t, []testenv.FakeGPUClient{{Name: "a100", Model: modelA100, Count: 2}})
+	st := startStack(t, []testenv.FakeGPUClient{
+		{Name: "a100-1", Model: modelA100, Count: 2},
+		{Name: "a100-2", Model: modelA100, Count: 2},
+	})
 	c, cs := st.Cluster, st.consul
 	replicas := map[string]*testenv.Process{}
 	for _, id := range []string{"replica-a", "replica-b"} {
@@ -44,6 +48,9 @@ func TestAllocatorFailover(t *testing.T) {
 	})
 
 	jobspec := trainJobspec(t)
+	register(t, c.API, parseJob(t, c.API, jobspec, "steady", `work = "1000"
+seconds = 600`))
+	steady := waitAlloc(t, c.API, replicas[first], "steady", "running", "")
 	register(t, c.API, parseJob(t, c.API, jobspec, "before", `seconds = 1`))
 	waitAlloc(t, c.API, replicas[first], "before", "complete", "")
 	before := readRounds(t, cs)
@@ -63,6 +70,9 @@ func TestAllocatorFailover(t *testing.T) {
 	})
 	register(t, c.API, parseJob(t, c.API, jobspec, "after", `seconds = 1`))
 	waitAlloc(t, c.API, replicas[standby], "after", "complete", "")
+	if allocs := allocsOf(t, c.API, "steady"); len(allocs) != 1 || allocs[0].ID != steady.ID || allocs[0].ClientStatus != "running" {
+		t.Errorf("steady's allocations after the takeover: %d, want its first (%s on node %s) still running alone", len(allocs), steady.ID, steady.NodeID)
+	}
 
 	// The audit log: one record per round number, numbered without gaps, and the standby went
 	// on from where the leader stopped.

@@ -35,11 +35,14 @@ type learnLine struct {
 // the progress its task reports, scheduled on the model its estimate favours (the A100, whose
 // estimate is uncertain, so its mean is high), and its estimate there is replaced by a
 // measurement after a round there; fftctl explain shows each value's source. Rounds are run
-// one at a time (fft-allocator -once), each after the cluster settled and the task reported.
+// one at a time (fft-allocator -once), each after the cluster settled and the task reported,
+// on two hosts of 2 GPUs per model.
 func TestAllocatorLearnsThroughput(t *testing.T) {
 	st := startStack(t, []testenv.FakeGPUClient{
-		{Name: "v100", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
-		{Name: "a100", Model: modelA100, Count: 2},
+		{Name: "v100-1", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
+		{Name: "v100-2", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
+		{Name: "a100-1", Model: modelA100, Count: 2},
+		{Name: "a100-2", Model: modelA100, Count: 2},
 	})
 	c, cs := st.Cluster, st.consul
 	fftctl := testenv.MainBinary(t, "fftctl")

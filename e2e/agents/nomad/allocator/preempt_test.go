@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,63 +45,89 @@ type roundRec struct {
 // preempted (gated, its allocation stopped with time to checkpoint), the new job runs, and the
 // preempted job resumes once the GPUs are free; its rho rises while it waits and falls while it
 // runs again, faster than its fair share (a third job, too costly to run, shares the cluster).
+// The A100s are two hosts of 2 GPUs and each job comes twice, one gang a host: both shorts
+// take both hosts, and both longs resume on one each.
 func TestAllocatorPreemptsAndResumes(t *testing.T) {
-	st := startStack(t, []testenv.FakeGPUClient{{Name: "a100", Model: modelA100, Count: 2}})
+	st := startStack(t, []testenv.FakeGPUClient{
+		{Name: "a100-1", Model: modelA100, Count: 2},
+		{Name: "a100-2", Model: modelA100, Count: 2},
+	})
 	c, cs := st.Cluster, st.consul
 	proc := st.allocator(t, "fft-allocator",
 		"-round", "2s", "-http-addr", "", "-log-level", "debug")
+	pair := []string{"-1", "-2"}
+	a100 := []string{c.NodeIDs["a100-1"], c.NodeIDs["a100-2"]}
 
 	jobspec := trainJobspec(t)
 	// long: W = 100 at 4 per round, volume term 2*100/4 = 50; short: W = 8, volume term 4.
-	long := parseJob(t, c.API, jobspec, "long", `work = "100"
-seconds = 600`)
-	register(t, c.API, long)
 	// slow: W = 1000 at 1 per round, volume term 2000: it waits all along, and while it does,
-	// long's fair share is half the GPUs (2 per round), half of what long gets when it runs.
-	register(t, c.API, parseJob(t, c.API, jobspec, "slow", `work = "1000"
+	// long's fair share is half the GPUs (1 a job per round), half of what long gets when it
+	// runs.
+	for _, n := range pair {
+		register(t, c.API, parseJob(t, c.API, jobspec, "long"+n, `work = "100"
+seconds = 600`))
+		register(t, c.API, parseJob(t, c.API, jobspec, "slow"+n, `work = "1000"
 seconds = 600
 throughput = "NVIDIA A100-SXM4-40GB=1"`))
-	first := waitAlloc(t, c.API, proc, "long", "running", "")
+	}
+	first := map[string]*api.Allocation{}
+	for _, n := range pair {
+		first[n] = waitAlloc(t, c.API, proc, "long"+n, "running", "")
+	}
+	for _, n := range pair {
+		register(t, c.API, parseJob(t, c.API, jobspec, "short"+n, `work = "8"
+seconds = 5`))
+	}
 
-	short := parseJob(t, c.API, jobspec, "short", `work = "8"
-seconds = 5`)
-	register(t, c.API, short)
-
-	// long is preempted: gated, its allocation stopped, and the task wrote its checkpoint.
-	testenv.Eventually(t, 60*time.Second, 500*time.Millisecond, "long is parked", func() error {
-		a, _, err := c.API.Allocations().Info(first.ID, nil)
-		if err != nil {
-			return err
+	for _, n := range pair {
+		// long is preempted: gated, its allocation stopped, and the task wrote its checkpoint.
+		testenv.Eventually(t, 60*time.Second, 500*time.Millisecond, "long"+n+" is parked", func() error {
+			a, _, err := c.API.Allocations().Info(first[n].ID, nil)
+			if err != nil {
+				return err
+			}
+			if a.DesiredStatus != "stop" || a.ClientStatus != "complete" {
+				return fmt.Errorf("first allocation of long%s: desired %s, client %s", n, a.DesiredStatus, a.ClientStatus)
+			}
+			return nil
+		})
+		if out := taskOutput(t, c.API, first[n]); !strings.Contains(out, "checkpoint written") {
+			t.Errorf("the preempted task long%s did not get its stop signal in time to checkpoint: output %q", n, out)
 		}
-		if a.DesiredStatus != "stop" || a.ClientStatus != "complete" {
-			return fmt.Errorf("first allocation of long: desired %s, client %s", a.DesiredStatus, a.ClientStatus)
+		if !gated(t, c.API, "long"+n) {
+			t.Errorf("long%s was stopped without the gate: Nomad would reschedule it", n)
 		}
-		return nil
-	})
-	if out := taskOutput(t, c.API, first); !strings.Contains(out, "checkpoint written") {
-		t.Errorf("the preempted task did not get its stop signal in time to checkpoint: output %q", out)
 	}
-	if !gated(t, c.API, "long") {
-		t.Errorf("long was stopped without the gate: Nomad would reschedule it")
+	for _, n := range pair {
+		// short runs on the GPUs long left, and finishes.
+		waitAlloc(t, c.API, proc, "short"+n, "complete", "")
 	}
-	// short runs on the GPUs long left, and finishes.
-	waitAlloc(t, c.API, proc, "short", "complete", "")
-	// long resumes on a new allocation.
-	resumed := waitAlloc(t, c.API, proc, "long", "running", first.ID)
-	if resumed.NodeID != c.NodeIDs["a100"] {
-		t.Errorf("long resumed on node %s, want %s", resumed.NodeID, c.NodeIDs["a100"])
+	for _, n := range pair {
+		// long resumes on a new allocation.
+		resumed := waitAlloc(t, c.API, proc, "long"+n, "running", first[n].ID)
+		if !slices.Contains(a100, resumed.NodeID) {
+			t.Errorf("long%s resumed on node %s, want an A100 client %q", n, resumed.NodeID, a100)
+		}
 	}
+	for _, n := range pair {
+		checkParkedAndResumed(t, cs, "default/long"+n)
+	}
+}
 
-	// The audit log tells the story: long parked in some round, its rho rising while it waited,
-	// started again later, and its rho falling while it runs again. The rounds after the
-	// restart may not be recorded yet: read until one shows the fall.
+// checkParkedAndResumed reads the story of a preempted job in the audit log: parked in some
+// round, its rho rising while it waited, started again later, and its rho falling while it
+// runs again. The rounds after the restart may not be recorded yet: it reads until one shows
+// the fall. The job's record in Consul agrees: its rho is below the highest it reached while
+// waiting.
+func checkParkedAndResumed(t *testing.T, cs *testenv.Consul, id string) {
+	t.Helper()
 	var parkRound, parkCalls, restart, fell int
 	var rose bool
-	testenv.Eventually(t, 60*time.Second, time.Second, "the audit log shows long's rho falling after its restart", func() error {
+	testenv.Eventually(t, 60*time.Second, time.Second, "the audit log shows "+id+"'s rho falling after its restart", func() error {
 		parkRound, rose, restart, fell = -1, false, -1, -1
 		for _, r := range readRounds(t, cs) {
 			for _, l := range r.Jobs {
-				if l.ID != "default/long" {
+				if l.ID != id {
 					continue
 				}
 				switch {
@@ -124,15 +151,14 @@ seconds = 5`)
 		}
 		return nil
 	})
-	t.Logf("long parked in round %d, restarted in round %d, rho fell in round %d", parkRound, restart, fell)
+	t.Logf("%s parked in round %d, restarted in round %d, rho fell in round %d", id, parkRound, restart, fell)
 	if parkCalls < 2 {
-		t.Errorf("round %d parked long with %d API calls, want 2+ (gate, stop)", parkRound, parkCalls)
+		t.Errorf("round %d parked %s with %d API calls, want 2+ (gate, stop)", parkRound, id, parkCalls)
 	}
-	// The job's record in Consul agrees: its rho is below the highest it reached while waiting.
 	var peak float64
 	for _, r := range readRounds(t, cs) {
 		for _, l := range r.Jobs {
-			if l.ID == "default/long" && r.Round < restart {
+			if l.ID == id && r.Round < restart {
 				peak = max(peak, l.RhoAfter)
 			}
 		}
@@ -141,9 +167,9 @@ seconds = 5`)
 		Rho    float64 `json:"rho"`
 		Status string  `json:"status"`
 	}
-	readJob(t, cs, "default/long", &rec)
+	readJob(t, cs, id, &rec)
 	if rec.Status != "running" || !(rec.Rho < peak) {
-		t.Errorf("long's record: status %q, rho %g; want running, below its peak %g while waiting", rec.Status, rec.Rho, peak)
+		t.Errorf("%s's record: status %q, rho %g; want running, below its peak %g while waiting", id, rec.Status, rec.Rho, peak)
 	}
 }
 

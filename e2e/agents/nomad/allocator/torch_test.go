@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,10 +38,10 @@ const (
 )
 
 // A real PyTorch job (jobspecs/torch-train.nomad.hcl: an MLP, DistributedDataParallel over its
-// 2 GPUs' worth of gloo processes) on the fft driver, with the allocator's rounds: it starts on
-// the A100 client; `fftctl pin` to the V100 makes a round park it (the stop signal, a
-// checkpoint at a step boundary) and start it on the V100 client, where it resumes from that
-// checkpoint in the shared folder; the throughput the driver reports there is the one the
+// 2 GPUs' worth of gloo processes) on the fft driver, with the allocator's rounds, on two
+// hosts of 2 GPUs per model: it starts on an A100 client; `fftctl pin` to the V100 makes a
+// round park it (the stop signal, a checkpoint at a step boundary) and start it on a V100
+// client, where it resumes from that checkpoint in the shared folder; the throughput the driver reports there is the one the
 // task's own step times give. Then it is asked for a checkpoint (SIGUSR1) and SIGKILLed in the
 // middle of writing it: Nomad restarts it in place, it resumes from the checkpoint before and
 // ignores the partial one. It ends with parameters bit for bit equal to those of the same job
@@ -82,13 +83,15 @@ plugin "nomad-driver-fft" {
 `, httpPort, shared)
 	dir := testenv.DriverPluginDir(t)
 	st := startStack(t, []testenv.FakeGPUClient{
-		{Name: "v100", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`, PluginDir: dir, AgentExtra: stanza},
-		{Name: "a100", Model: modelA100, Count: 2, PluginDir: dir, AgentExtra: stanza},
+		{Name: "v100-1", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`, PluginDir: dir, AgentExtra: stanza},
+		{Name: "v100-2", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`, PluginDir: dir, AgentExtra: stanza},
+		{Name: "a100-1", Model: modelA100, Count: 2, PluginDir: dir, AgentExtra: stanza},
+		{Name: "a100-2", Model: modelA100, Count: 2, PluginDir: dir, AgentExtra: stanza},
 	})
 	c, cs := st.Cluster, st.consul
 	// The driver runs the task as nobody: the folders above its alloc dirs must be searchable.
 	testenv.Traversable(t, st.root)
-	testenv.AwaitFFTDriver(t, c, shared, "v100", "a100")
+	testenv.AwaitFFTDriver(t, c, shared, "v100-1", "v100-2", "a100-1", "a100-2")
 	// No ACLs here: the driver's reports carry no workload identity.
 	proc := st.allocator(t, "fft-allocator", "-round", "2s", "-http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
 		"-progress-auth", "none", "-log-level", "debug")
@@ -108,8 +111,8 @@ step_seconds = %g
 checkpoint_write_seconds = 2
 throughput = "NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=3"`, py, pyDir, torchWork, seed, torchStepSeconds)))
 	first := waitAlloc(t, c.API, proc, jobID, "running", "")
-	if first.NodeID != c.NodeIDs["a100"] {
-		t.Fatalf("the job started on node %s, want the A100 client", first.NodeID)
+	if a100 := []string{c.NodeIDs["a100-1"], c.NodeIDs["a100-2"]}; !slices.Contains(a100, first.NodeID) {
+		t.Fatalf("the job started on node %s, want an A100 client %q", first.NodeID, a100)
 	}
 	progressKey := prefix + "/progress/default/" + jobID
 	reportWhere := func(what string, ok func(torchReport) bool) torchReport {
@@ -145,8 +148,8 @@ throughput = "NVIDIA A100-SXM4-40GB=4,Tesla V100-SXM2-16GB=3"`, py, pyDir, torch
 		t.Fatalf("fftctl pin: %v\n%s", err, out)
 	}
 	moved := waitAlloc(t, c.API, proc, jobID, "running", first.ID)
-	if moved.NodeID != c.NodeIDs["v100"] {
-		t.Fatalf("the job resumed on node %s, want the V100 client", moved.NodeID)
+	if v100 := []string{c.NodeIDs["v100-1"], c.NodeIDs["v100-2"]}; !slices.Contains(v100, moved.NodeID) {
+		t.Fatalf("the job resumed on node %s, want a V100 client %q", moved.NodeID, v100)
 	}
 	parked := checkpointEvent(t, c.API, first)
 	if parked.Details["reason"] != "stop" {

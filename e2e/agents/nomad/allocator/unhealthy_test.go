@@ -12,26 +12,45 @@ import (
 	"github.com/nomad-fft/nomad-fft/e2e/agents/nomad/internal/testenv"
 )
 
-// A GPU a job runs on turns unhealthy in the device plugin (its fake health_file): Nomad
-// reports the instance unhealthy, the allocator counts one A100 fewer, parks the job (audit
-// reason UnhealthyGPU; the task gets its stop signal and checkpoints) and a later round starts
-// it again, which Nomad places on the healthy GPU. Unlisted, the GPU is healthy again.
+// A GPU a job runs on turns unhealthy in the device plugin (its host's fake health_file):
+// Nomad reports the instance unhealthy, the allocator counts one A100 fewer on that host,
+// parks the job (audit reason UnhealthyGPU; the task gets its stop signal and checkpoints) and
+// a later round starts it again on the other A100 host, the only one with two healthy GPUs
+// left for its gang. Unlisted, the GPU is healthy again.
 func TestUnhealthyGPUMovesTheJob(t *testing.T) {
 	root := testenv.TempDir(t)
-	health := filepath.Join(root, "unhealthy")
-	st := startStack(t, []testenv.FakeGPUClient{{Name: "a100", Model: modelA100, Count: 2, HealthFile: health}})
+	healthFile := map[string]string{} // by client name
+	var clients []testenv.FakeGPUClient
+	for _, name := range []string{"a100-1", "a100-2"} {
+		healthFile[name] = filepath.Join(root, "unhealthy-"+name)
+		clients = append(clients, testenv.FakeGPUClient{Name: name, Model: modelA100, Count: 2, HealthFile: healthFile[name]})
+	}
+	st := startStack(t, clients)
 	c, cs := st.Cluster, st.consul
 	proc := st.allocator(t, "fft-allocator", "-round", "2s", "-http-addr", "", "-log-level", "debug")
 	register(t, c.API, parseJob(t, c.API, trainJobspec(t), "train", `work = "100"
 seconds = 600
-gpu_count = 1`))
+gpu_count = 2`))
 	first := waitAlloc(t, c.API, proc, "train", "running", "")
-	bad := gpuOf(t, first)
+	node := first.NodeID
+	var health string
+	for name, id := range c.NodeIDs {
+		if id == node {
+			health = healthFile[name]
+		}
+	}
+	if health == "" {
+		t.Fatalf("the job runs on node %s, not an A100 client (%v)", node, c.NodeIDs)
+	}
+	held := gpusOf(t, first)
+	if len(held) != 2 {
+		t.Fatalf("the first allocation holds GPUs %q, want 2", held)
+	}
+	bad := held[0]
 
 	if err := os.WriteFile(health, []byte(bad+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	node := first.NodeID
 	testenv.Eventually(t, 30*time.Second, 250*time.Millisecond, "Nomad reports "+bad+" unhealthy", func() error {
 		if healthy(t, c.API, node, bad) {
 			return fmt.Errorf("still healthy")
@@ -39,8 +58,8 @@ gpu_count = 1`))
 		return nil
 	})
 	second := waitAllocWithin(t, 30*time.Second, c.API, proc, "train", "running", first.ID)
-	if got := gpuOf(t, second); got == bad {
-		t.Errorf("the job runs again on the unhealthy GPU %s", bad)
+	if second.NodeID == node {
+		t.Errorf("the job runs again on node %s, whose GPU %s is unhealthy; want the other A100 host", node, bad)
 	}
 	a, _, err := c.API.Allocations().Info(first.ID, nil)
 	if err != nil || a.DesiredStatus != "stop" {
@@ -67,18 +86,16 @@ gpu_count = 1`))
 	})
 }
 
-// gpuOf is the one GPU instance an allocation holds.
-func gpuOf(t *testing.T, a *api.Allocation) string {
+// gpusOf are the GPU instances an allocation holds.
+func gpusOf(t *testing.T, a *api.Allocation) []string {
 	t.Helper()
+	var ids []string
 	for _, tr := range a.AllocatedResources.Tasks {
 		for _, d := range tr.Devices {
-			if len(d.DeviceIDs) == 1 {
-				return d.DeviceIDs[0]
-			}
+			ids = append(ids, d.DeviceIDs...)
 		}
 	}
-	t.Fatalf("allocation %s holds no single GPU: %+v", a.ID, a.AllocatedResources)
-	return ""
+	return ids
 }
 
 func healthy(t *testing.T, c *api.Client, node, gpu string) bool {
