@@ -29,6 +29,10 @@ type FakeGPU struct {
 	// ComputeCapability is "major.minor". Empty takes the catalogue's value; for other
 	// models NVML then answers "not supported".
 	ComputeCapability string
+	// UUIDSeed is mixed into the GPUs' UUIDs: fakes given different seeds (one per host of a
+	// dev cluster or test) present different GPUs, as real hosts do. Empty derives each UUID
+	// from the model and position alone.
+	UUIDSeed string
 }
 
 // Values every fake GPU reports for facts that go-nvml's mock servers leave unset.
@@ -84,14 +88,14 @@ func NewFake(spec []FakeGPU) (*Fake, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building mock NVML server: %w", err)
 	}
-	// Fake UUIDs are stable: the same model and position always yield the same UUID.
+	// Fake UUIDs are stable: the same seed, model and position always yield the same UUID.
 	perModel := map[string]int{}
 	noCC := map[int]bool{}
 	k := 0
 	for _, g := range spec {
 		for n := 0; n < g.Count; n++ {
 			d := srv.Devices[k].(*server.Device)
-			d.UUID = "GPU-" + uuid.NewSHA1(fakeUUIDSpace, []byte(g.Model+"/"+strconv.Itoa(perModel[g.Model]))).String()
+			d.UUID = fakeUUID(g, perModel[g.Model])
 			perModel[g.Model]++
 			noCC[k] = d.Config.CudaMajor == 0
 			k++
@@ -99,6 +103,15 @@ func NewFake(spec []FakeGPU) (*Fake, error) {
 	}
 	f := completeServer(srv, noCC)
 	return f, nil
+}
+
+// fakeUUID is the UUID of the GPU at position n of g's model.
+func fakeUUID(g FakeGPU, n int) string {
+	name := g.Model + "/" + strconv.Itoa(n)
+	if g.UUIDSeed != "" {
+		name = g.UUIDSeed + "/" + name
+	}
+	return "GPU-" + uuid.NewSHA1(fakeUUIDSpace, []byte(name)).String()
 }
 
 // NewFakeSource returns a Source over a [Fake]: the same NVML code path as on a GPU machine.

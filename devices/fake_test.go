@@ -2,10 +2,12 @@ package devices
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 )
 
 func TestNewFakeRejects(t *testing.T) {
@@ -68,7 +70,41 @@ func TestFakeSourcePresentsModels(t *testing.T) {
 
 func TestFakeUUIDsAreStable(t *testing.T) {
 	spec := []FakeGPU{{Model: "Tesla V100-SXM2-16GB", Count: 3, MemoryMiB: 16384}}
-	uuids := func() []string {
+	uuids := fakeUUIDs(t, spec)
+	first, second := uuids(), uuids()
+	if diff := cmp.Diff(first, second); diff != "" {
+		t.Errorf("UUIDs changed between two fakes (-first,+second):\n%s", diff)
+	}
+	if len(first) != 3 || first[0] == first[1] {
+		t.Errorf("want 3 distinct UUIDs, got %v", first)
+	}
+}
+
+// Fakes seeded differently (two hosts of one model) share no UUID; a seed gives the same UUIDs
+// every time; no seed gives the UUIDs of model and position alone.
+func TestFakeUUIDSeeds(t *testing.T) {
+	seeded := func(seed string) []string {
+		return fakeUUIDs(t, []FakeGPU{{Model: "NVIDIA A100-SXM4-40GB", Count: 2, UUIDSeed: seed}})()
+	}
+	hostA, hostB, none := seeded("fft-e2e-a100-1"), seeded("fft-e2e-a100-2"), seeded("")
+	for _, u := range hostA {
+		if slices.Contains(hostB, u) || slices.Contains(none, u) {
+			t.Errorf("UUID %s is on two fakes seeded differently: %v, %v, %v", u, hostA, hostB, none)
+		}
+	}
+	if again := seeded("fft-e2e-a100-1"); !slices.Equal(again, hostA) {
+		t.Errorf("the same seed gave %v, then %v", hostA, again)
+	}
+	// The unseeded derivation, unchanged since the first release: dev clusters and tests that
+	// named these UUIDs still find them.
+	if want := "GPU-" + uuid.NewSHA1(fakeUUIDSpace, []byte("NVIDIA A100-SXM4-40GB/1")).String(); !slices.Contains(none, want) {
+		t.Errorf("unseeded UUIDs %v lack %s", none, want)
+	}
+}
+
+// fakeUUIDs returns a function that builds a fake of spec and lists its GPUs' UUIDs.
+func fakeUUIDs(t *testing.T, spec []FakeGPU) func() []string {
+	return func() []string {
 		s, _, err := NewFakeSource(spec, nil)
 		if err != nil {
 			t.Fatalf("NewFakeSource: %v", err)
@@ -83,13 +119,6 @@ func TestFakeUUIDsAreStable(t *testing.T) {
 			out = append(out, g.UUID)
 		}
 		return out
-	}
-	first, second := uuids(), uuids()
-	if diff := cmp.Diff(first, second); diff != "" {
-		t.Errorf("UUIDs changed between two fakes (-first,+second):\n%s", diff)
-	}
-	if len(first) != 3 || first[0] == first[1] {
-		t.Errorf("want 3 distinct UUIDs, got %v", first)
 	}
 }
 

@@ -230,7 +230,11 @@ func (p *parser) fake(field string, v any) []devices.FakeGPU {
 	if !ok {
 		return nil
 	}
-	p.unknownKeys(field, m, "gpu", "health_file")
+	p.unknownKeys(field, m, "gpu", "health_file", "uuid_seed")
+	var seed string
+	if v, ok := m["uuid_seed"]; ok && v != nil {
+		seed, _ = p.string(join(field, "uuid_seed"), v)
+	}
 	gpuField := join(field, "gpu")
 	raw, ok := m["gpu"]
 	if !ok || raw == nil {
@@ -254,7 +258,7 @@ func (p *parser) fake(field string, v any) []devices.FakeGPU {
 		}
 		p.unknownKeys(f, g, "model", "count", "memory_mib", "compute_capability")
 		before := len(p.errs)
-		gpu := devices.FakeGPU{Count: 1}
+		gpu := devices.FakeGPU{Count: 1, UUIDSeed: seed}
 		if v, ok := g["model"]; ok && v != nil {
 			if s, ok := p.string(f+".model", v); ok {
 				gpu.Model = s

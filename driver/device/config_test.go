@@ -63,6 +63,13 @@ func TestParseConfig(t *testing.T) {
 			want: Config{Enabled: true, FingerprintPeriod: time.Minute, Fake: []devices.FakeGPU{{Model: "NVIDIA H100 80GB HBM3", Count: 1}}, FakeHealthFile: "/run/fft/unhealthy"},
 		},
 		{
+			name: "fake uuid seed",
+			in:   map[string]any{"fake": map[string]any{"uuid_seed": "gpu-host-7", "gpu": []any{map[string]any{"model": "NVIDIA H100 80GB HBM3"}, map[string]any{"model": "NVIDIA A30-PCIE-24GB"}}}},
+			want: Config{Enabled: true, FingerprintPeriod: time.Minute, Fake: []devices.FakeGPU{
+				{Model: "NVIDIA H100 80GB HBM3", Count: 1, UUIDSeed: "gpu-host-7"}, {Model: "NVIDIA A30-PCIE-24GB", Count: 1, UUIDSeed: "gpu-host-7"},
+			}},
+		},
+		{
 			name: "count defaults to 1",
 			in:   map[string]any{"fake": map[string]any{"gpu": []any{map[string]any{"model": "NVIDIA H100 80GB HBM3"}}}},
 			want: Config{Enabled: true, FingerprintPeriod: time.Minute, Fake: []devices.FakeGPU{{Model: "NVIDIA H100 80GB HBM3", Count: 1}}},
@@ -109,6 +116,7 @@ func TestParseConfigRefuses(t *testing.T) {
 		{"empty fake", map[string]any{"fake": map[string]any{"gpu": []any{}}}, []string{"fake.gpu"}, "at least one gpu block"},
 		{"relative health file", map[string]any{"fake": map[string]any{"health_file": "unhealthy", "gpu": []any{map[string]any{"model": "NVIDIA A30-PCIE-24GB"}}}}, []string{"fake.health_file"}, `fake.health_file: must be an absolute, clean path`},
 		{"unclean health file", map[string]any{"fake": map[string]any{"health_file": "/run/../x", "gpu": []any{map[string]any{"model": "NVIDIA A30-PCIE-24GB"}}}}, []string{"fake.health_file"}, `got "/run/../x"`},
+		{"uuid seed not string", map[string]any{"fake": map[string]any{"uuid_seed": 7, "gpu": []any{map[string]any{"model": "NVIDIA A30-PCIE-24GB"}}}}, []string{"fake.uuid_seed"}, "must be a string"},
 		{"health file not string", map[string]any{"fake": map[string]any{"health_file": 1, "gpu": []any{map[string]any{"model": "NVIDIA A30-PCIE-24GB"}}}}, []string{"fake.health_file"}, "must be a string"},
 		{"enabled not bool", map[string]any{"enabled": "yes"}, []string{"enabled"}, "enabled: must be a bool, got a string"},
 		{"ignored ids not list", map[string]any{"ignored_gpu_ids": "GPU-a"}, []string{"ignored_gpu_ids"}, "must be a list of strings"},

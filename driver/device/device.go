@@ -52,6 +52,7 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	),
 	"fake": hclspec.NewBlock("fake", false, hclspec.NewObject(map[string]*hclspec.Spec{
 		"health_file": hclspec.NewAttr("health_file", "string", false),
+		"uuid_seed":   hclspec.NewAttr("uuid_seed", "string", false),
 		"gpu": hclspec.NewBlockList("gpu", hclspec.NewObject(map[string]*hclspec.Spec{
 			"model": hclspec.NewAttr("model", "string", true),
 			"count": hclspec.NewDefault(

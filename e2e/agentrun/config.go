@@ -118,7 +118,8 @@ server {
 }
 
 // NomadClientConfig is a Nomad client's configuration: raw_exec without cgroups (tasks that
-// open GPU device files need that) and the device plugin with the client's fake GPUs.
+// open GPU device files need that) and the device plugin with the client's fake GPUs, seeded
+// with its node name so that no two clients present the same GPU UUIDs.
 func NomadClientConfig(c NomadClient) string {
 	var pool, gpu, health string
 	if c.GPU.HealthFile != "" {
@@ -153,7 +154,8 @@ plugin "raw_exec" {
 plugin %s {
   config {
     fingerprint_period = "5s"
-    fake {%s
+    fake {
+      uuid_seed = %s%s
       gpu {
         model      = %s
         count      = %d%s
@@ -161,7 +163,7 @@ plugin %s {
     }
   }
 }
-`, quote(c.PluginDir), quote(c.Server), pool, quote(c.CgroupParent), quote(PluginName), health, quote(c.GPU.Model), c.GPU.Count, gpu) + c.Extra
+`, quote(c.PluginDir), quote(c.Server), pool, quote(c.CgroupParent), quote(PluginName), quote(c.Name), health, quote(c.GPU.Model), c.GPU.Count, gpu) + c.Extra
 }
 
 // ConsulPorts are the ports a Consul dev agent binds (DNS and gRPC are off).

@@ -73,7 +73,7 @@ func TestNomadConfigs(t *testing.T) {
 			`client {`, `enabled = true`, `servers = ["127.0.0.1:5647"]`, `node_pool = "gpu"`,
 			`network_interface = "lo"`, `cgroup_parent = "fft-dev-h100"`, `}`,
 			`plugin "raw_exec" {`, `config {`, `enabled = true`, `no_cgroups = true`, `}`, `}`,
-			`plugin "nomad-device-fft" {`, `config {`, `fingerprint_period = "5s"`, `fake {`, `gpu {`,
+			`plugin "nomad-device-fft" {`, `config {`, `fingerprint_period = "5s"`, `fake {`, `uuid_seed = "fft-dev-h100"`, `gpu {`,
 			`model = "Tesla V100-SXM2-16GB"`, `count = 4`, `memory_mib = 16384`, `}`, `}`, `}`, `}`,
 		}, []string{"server {", "compute_capability"}},
 		{"client in the default pool with extra HCL", NomadClientConfig(plain), []string{

@@ -60,6 +60,13 @@ func TestAllocatorSelectsAndSteers(t *testing.T) {
 			}
 		}
 	}
+	// Each client's fake GPUs are its own (their UUIDs are seeded with its node name), as two
+	// real hosts' are: a GPU ID names one host's GPU.
+	for id := range a100Devices[c.NodeIDs["a100-1"]] {
+		if a100Devices[c.NodeIDs["a100-2"]][id] {
+			t.Errorf("both A100 clients present GPU %s", id)
+		}
+	}
 
 	jobspec := trainJobspec(t)
 	// The job runs 4x faster on the A100 and both models are free: the round picks the A100.
