@@ -50,14 +50,14 @@ func Start(dir, name, bin string, args, env []string) (*Process, error) {
 
 // StartNomad writes a Nomad agent's configuration to <dir>/<name>.hcl and starts
 // `nomad agent -config` on it, logging to <dir>/<name>.log. Its plugins make their sockets in
-// <dir>/<name>.tmp (PluginSocketDir).
+// <dir>/<name>.tmp (pluginSocketDir).
 func StartNomad(dir, name, bin, hcl string) (*Process, error) {
 	path := filepath.Join(dir, name+".hcl")
 	if err := os.WriteFile(path, []byte(hcl), 0o644); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", path, err)
 	}
 	var env []string
-	tmp, err := PluginSocketDir(dir, name)
+	tmp, err := pluginSocketDir(dir, name)
 	if err != nil {
 		return nil, err
 	}
@@ -71,14 +71,14 @@ func StartNomad(dir, name, bin, hcl string) (*Process, error) {
 // NUL).
 const maxSocketPath = 107
 
-// PluginSocketDir makes <dir>/<name>.tmp, the agent's TMPDIR, and returns its absolute path,
+// pluginSocketDir makes <dir>/<name>.tmp, the agent's TMPDIR, and returns its absolute path,
 // or "" when a socket in it would be too long a path (the agent then keeps the system's).
 // go-plugin makes each plugin's Unix socket in TMPDIR (a temporary name, "plugin" and up to
 // 10 digits), and the plugins inherit the agent's environment: its device and driver plugins,
 // logmons and executors. An executor killed with SIGKILL, as every one is when a test or the
-// dev cluster stops, leaves its socket behind; in dir it goes with the run's folder instead of
-// piling up in /tmp (97 of them a CI run before).
-func PluginSocketDir(dir, name string) (string, error) {
+// dev cluster stops, leaves its socket behind: in dir, not in /tmp. The folder is kept when
+// the agent restarts, so that it finds its executors again.
+func pluginSocketDir(dir, name string) (string, error) {
 	tmp, err := filepath.Abs(filepath.Join(dir, name+".tmp"))
 	if err != nil {
 		return "", fmt.Errorf("locating %s's temporary folder: %w", name, err)
