@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nomad-fft/nomad-fft/e2e/agentrun"
 )
 
 // The test binary doubles as the executor (the executor package's init) and as a fake
@@ -19,27 +21,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "fake-trainer" {
 		os.Exit(fakeTrainer(os.Args[2:]))
 	}
-	// Executors are go-plugin servers, which make their sockets in TMPDIR, and go-plugin kills
-	// one that has not exited 2 s after DestroyTask asked it to (on a loaded machine): its
-	// socket stays. In a folder of this run's own they go with it. Tasks run as nobody and
-	// daemon must reach their folders below it.
-	dir, err := os.MkdirTemp("", "fft-driver-test-")
-	if err == nil {
-		err = os.Chmod(dir, 0o755)
-	}
-	if err == nil {
-		err = os.Setenv("TMPDIR", dir)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "making the tests' temporary folder: %v\n", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := os.RemoveAll(dir); err != nil {
-		fmt.Fprintf(os.Stderr, "removing the tests' temporary folder: %v\n", err)
-		code = max(code, 1)
-	}
-	os.Exit(code)
+	// Executors are go-plugin servers, and go-plugin kills one that has not exited 2 s after
+	// DestroyTask asked it to (on a loaded machine), leaving its socket in TMPDIR.
+	os.Exit(agentrun.WithTempDir("fft-driver-test-", m.Run))
 }
 
 // fakeTrainer does one work unit every 1/rate seconds, paced to an absolute schedule so that

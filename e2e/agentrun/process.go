@@ -151,3 +151,34 @@ func (p *Process) Tail(n int) string {
 func (p *Process) PortTaken() bool {
 	return p.Exited() && strings.Contains(p.Tail(40), "address already in use")
 }
+
+// WithTempDir runs run with TMPDIR set to a new folder, then sets TMPDIR back, removes the
+// folder, and returns run's exit code (1 if the folder could not be made or removed). go-plugin makes its Unix sockets in
+// TMPDIR, and a plugin it kills after its grace period, or that a test kills, leaves its socket
+// behind: a TestMain whose tests start plugins (run = m.Run) keeps them out of /tmp. The folder
+// is 0755: tasks that run as another user must reach their folders below it.
+func WithTempDir(prefix string, run func() int) int {
+	outer, set := os.LookupEnv("TMPDIR")
+	dir, err := os.MkdirTemp("", prefix)
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err == nil {
+		err = os.Setenv("TMPDIR", dir)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "making the tests' temporary folder: %v\n", err)
+		return 1
+	}
+	code := run()
+	if set {
+		_ = os.Setenv("TMPDIR", outer)
+	} else {
+		_ = os.Unsetenv("TMPDIR")
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "removing the tests' temporary folder: %v\n", err)
+		code = max(code, 1)
+	}
+	return code
+}
