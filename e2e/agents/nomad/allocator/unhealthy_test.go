@@ -42,7 +42,7 @@ gpu_count = 2`))
 	if health == "" {
 		t.Fatalf("the job runs on node %s, not an A100 client (%v)", node, c.NodeIDs)
 	}
-	held := gpusOf(t, first)
+	held := gpusOf(first)
 	if len(held) != 2 {
 		t.Fatalf("the first allocation holds GPUs %q, want 2", held)
 	}
@@ -87,8 +87,7 @@ gpu_count = 2`))
 }
 
 // gpusOf are the GPU instances an allocation holds.
-func gpusOf(t *testing.T, a *api.Allocation) []string {
-	t.Helper()
+func gpusOf(a *api.Allocation) []string {
 	var ids []string
 	for _, tr := range a.AllocatedResources.Tasks {
 		for _, d := range tr.Devices {
