@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,6 +66,19 @@ func KillUnder(dir string) int {
 	return len(killWhere(processes(), func(pid int) bool { return namesDir(pid, dir) }))
 }
 
+// KillGroup SIGKILLs every process in process group pgid and returns how many it found there;
+// the sockets of the go-plugin servers among them go too (killWhere). A Nomad agent's group
+// holds the plugins it started.
+func KillGroup(pgid int) int {
+	killed := killWhere(processes(), func(pid int) bool {
+		fields := statFields(pid)
+		return len(fields) > 2 && fields[2] == strconv.Itoa(pgid)
+	})
+	// Whatever joined the group since the scan.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	return len(killed)
+}
+
 // KillChildren SIGKILLs the direct children of this process that run the executable exe, and
 // returns how many it killed. Nomad 1.6.1's plugin loader leaves the plugin process running when
 // SetConfig refuses a config (Dispense returns the error without killing it). It does not reap
@@ -93,17 +107,57 @@ func processes() map[int]int {
 	return parent
 }
 
-// killWhere SIGKILLs every process of procs but this one for which match holds, and returns
-// those it killed.
+// killWhere SIGKILLs every process of procs but this one for which match holds, removes the
+// go-plugin sockets they listened on, and returns those it killed.
 func killWhere(procs map[int]int, match func(pid int) bool) []int {
 	self := os.Getpid()
-	var killed []int
+	var matched, killed []int
 	for pid := range procs {
-		if pid != self && match(pid) && syscall.Kill(pid, syscall.SIGKILL) == nil {
+		if pid != self && match(pid) {
+			matched = append(matched, pid)
+		}
+	}
+	sockets := pluginSockets(matched)
+	for _, pid := range matched {
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
 			killed = append(killed, pid)
 		}
 	}
+	for _, path := range sockets {
+		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			_ = os.Remove(path)
+		}
+	}
 	return killed
+}
+
+// pluginSockets are the Unix sockets named "plugin…" (go-plugin's, made in its TMPDIR) that
+// the processes pids listen on. A plugin or executor killed with SIGKILL leaves its socket's
+// file behind: these are the files to remove.
+func pluginSockets(pids []int) []string {
+	inodes := map[string]bool{}
+	for _, pid := range pids {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+			if inode, ok := strings.CutPrefix(link, "socket:["); err == nil && ok {
+				inodes[strings.TrimSuffix(inode, "]")] = true
+			}
+		}
+	}
+	if len(inodes) == 0 {
+		return nil
+	}
+	// Num RefCount Protocol Flags Type St Inode Path: a bound socket has a path.
+	data, _ := os.ReadFile("/proc/net/unix")
+	var paths []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 8 && inodes[f[6]] && strings.HasPrefix(f[7], "/") && strings.HasPrefix(filepath.Base(f[7]), "plugin") {
+			paths = append(paths, f[7])
+		}
+	}
+	return paths
 }
 
 // ppid returns a process's parent (0 if it is gone).

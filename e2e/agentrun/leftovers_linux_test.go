@@ -2,6 +2,7 @@ package agentrun
 
 import (
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,5 +134,71 @@ func TestKillChildren(t *testing.T) {
 	}
 	if err := shell.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Errorf("the shell whose sleep is a grandchild is gone: %v", err)
+	}
+}
+
+// helperListenEnv names the sockets TestHelperListen listens on, when it runs as a helper
+// process (the test binary started again by TestKillRemovesPluginSockets).
+const helperListenEnv = "AGENTRUN_TEST_LISTEN"
+
+// TestHelperListen is not a test: it is the helper process of TestKillRemovesPluginSockets.
+// It listens on the Unix sockets helperListenEnv names (comma-separated) until it is killed.
+func TestHelperListen(t *testing.T) {
+	paths := os.Getenv(helperListenEnv)
+	if paths == "" {
+		t.Skip("the helper process of TestKillRemovesPluginSockets")
+	}
+	for _, p := range strings.Split(paths, ",") {
+		if _, err := net.Listen("unix", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(5 * time.Minute)
+}
+
+// A process killed as a leftover (KillUnder) or with its group (KillGroup) loses its go-plugin
+// sockets' files (named "plugin…") with it; its other sockets are not theirs to remove.
+func TestKillRemovesPluginSockets(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kill func(dir string, pid int) int
+	}{
+		{"KillUnder", func(dir string, _ int) int { return KillUnder(dir) }},
+		{"KillGroup", func(_ string, pid int) int { return KillGroup(pid) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			plugin, other := filepath.Join(dir, "plugin4242"), filepath.Join(dir, "other.sock")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperListen$")
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), helperListenEnv+"="+plugin+","+other)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				_, err1 := os.Stat(plugin)
+				_, err2 := os.Stat(other)
+				if err1 == nil && err2 == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the helper is not listening: %v, %v", err1, err2)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if n := tc.kill(dir, cmd.Process.Pid); n != 1 {
+				t.Fatalf("%s killed %d processes, want the helper", tc.name, n)
+			}
+			_ = cmd.Wait()
+			if _, err := os.Lstat(plugin); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the killed helper's %s is still there: %v", plugin, err)
+			}
+			if fi, err := os.Lstat(other); err != nil || fi.Mode()&os.ModeSocket == 0 {
+				t.Errorf("%s, not a go-plugin socket, was removed: %v", other, err)
+			}
+		})
 	}
 }

@@ -16,6 +16,12 @@ func KillDescendantsUnder(string) int { return 0 }
 // KillUnder does nothing outside Linux, where it cannot list processes.
 func KillUnder(string) int { return 0 }
 
+// KillGroup SIGKILLs process group pgid; it cannot count them outside Linux.
+func KillGroup(pgid int) int {
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	return 0
+}
+
 // KillChildren does nothing outside Linux, where it cannot list processes.
 func KillChildren(string) int { return 0 }
 

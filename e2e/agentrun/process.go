@@ -123,7 +123,7 @@ func (p *Process) Stop(ctx context.Context, grace time.Duration) {
 // Kill sends SIGKILL to the process's group at once, as a crash would, and waits for the
 // process to end.
 func (p *Process) Kill() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	KillGroup(p.cmd.Process.Pid)
 	<-p.done
 }
 
@@ -153,10 +153,11 @@ func (p *Process) PortTaken() bool {
 }
 
 // WithTempDir runs run with TMPDIR set to a new folder, then sets TMPDIR back, removes the
-// folder, and returns run's exit code (1 if the folder could not be made or removed). go-plugin makes its Unix sockets in
-// TMPDIR, and a plugin it kills after its grace period, or that a test kills, leaves its socket
-// behind: a TestMain whose tests start plugins (run = m.Run) keeps them out of /tmp. The folder
-// is 0755: tasks that run as another user must reach their folders below it.
+// folder, and returns run's exit code (1 if the folder could not be made or removed).
+// go-plugin makes its Unix sockets in TMPDIR, and a plugin it kills after its grace period, or
+// that a test kills, leaves its socket behind: a TestMain whose tests start plugins
+// (run = m.Run) keeps them out of /tmp. The folder is 0755: tasks that run as another user
+// must reach their folders below it.
 func WithTempDir(prefix string, run func() int) int {
 	outer, set := os.LookupEnv("TMPDIR")
 	dir, err := os.MkdirTemp("", prefix)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-fft/nomad-fft/e2e/agentrun"
 	"github.com/nomad-fft/nomad-fft/e2e/agents/nomad/internal/testenv"
 )
 
@@ -228,7 +229,7 @@ func (r *runner) stop() {
 		for time.Now().Before(deadline) && syscall.Kill(-g, 0) == nil {
 			time.Sleep(200 * time.Millisecond)
 		}
-		_ = syscall.Kill(-g, syscall.SIGKILL)
+		agentrun.KillGroup(g) // and the sockets of its plugins, in /tmp: the agents run with env -i
 	}
 }
 
