@@ -70,9 +70,10 @@ func KillUnder(dir string) int {
 // the sockets of the go-plugin servers among them go too (killWhere). A Nomad agent's group
 // holds the plugins it started.
 func KillGroup(pgid int) int {
+	group := strconv.Itoa(pgid)
 	killed := killWhere(processes(), func(pid int) bool {
 		fields := statFields(pid)
-		return len(fields) > 2 && fields[2] == strconv.Itoa(pgid)
+		return len(fields) > 2 && fields[2] == group
 	})
 	// Whatever joined the group since the scan.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)

@@ -154,10 +154,10 @@ func (p *Process) PortTaken() bool {
 
 // WithTempDir runs run with TMPDIR set to a new folder, then sets TMPDIR back, removes the
 // folder, and returns run's exit code (1 if the folder could not be made or removed).
-// go-plugin makes its Unix sockets in TMPDIR, and a plugin it kills after its grace period, or
-// that a test kills, leaves its socket behind: a TestMain whose tests start plugins
-// (run = m.Run) keeps them out of /tmp. The folder is 0755: tasks that run as another user
-// must reach their folders below it.
+// go-plugin makes its Unix sockets in TMPDIR, and a plugin go-plugin itself kills after its
+// grace period leaves its socket behind (the kills of this package remove them): a TestMain
+// whose tests start plugins (run = m.Run) keeps those out of /tmp. The folder is 0755: tasks
+// that run as another user must reach their folders below it.
 func WithTempDir(prefix string, run func() int) int {
 	outer, set := os.LookupEnv("TMPDIR")
 	dir, err := os.MkdirTemp("", prefix)

@@ -15,18 +15,14 @@ import (
 	"github.com/hashicorp/nomad/plugins/base"
 	"github.com/hashicorp/nomad/plugins/device"
 
-	"github.com/nomad-fft/nomad-fft/e2e/agentrun"
 	"github.com/nomad-fft/nomad-fft/e2e/agents/nomad/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
-	// The loader's plugins end killed (ReapPlugins), leaving their sockets in TMPDIR.
-	os.Exit(agentrun.WithTempDir("fft-conformance-test-", func() int {
-		code := m.Run()
-		testenv.CleanupPluginDir()
-		testenv.CleanupBinaries()
-		return code
-	}))
+	code := m.Run()
+	testenv.CleanupPluginDir()
+	testenv.CleanupBinaries()
+	os.Exit(code)
 }
 
 const (
