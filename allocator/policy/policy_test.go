@@ -5,7 +5,6 @@ import (
 
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -202,50 +201,6 @@ func TestIsolatedSharesFitCapacity(t *testing.T) {
 			}
 		}
 	}
-}
-
-// TestHungarianBruteForce compares the matching with enumeration.
-func TestHungarianBruteForce(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	for trial := 0; trial < 200; trial++ {
-		n := 1 + rng.IntN(4)
-		m := n + rng.IntN(3)
-		cost := make([][]float64, n)
-		for r := range cost {
-			cost[r] = make([]float64, m)
-			for c := range cost[r] {
-				cost[r][c] = float64(rng.IntN(20))
-			}
-		}
-		got := hungarian(cost)
-		sum := 0.0
-		used := map[int]bool{}
-		for r, c := range got {
-			if c < 0 || used[c] {
-				t.Fatalf("trial %d: bad matching %v", trial, got)
-			}
-			used[c] = true
-			sum += cost[r][c]
-		}
-		if best := bruteMatch(cost, 0, map[int]bool{}); math.Abs(sum-best) > 1e-9 {
-			t.Fatalf("trial %d: hungarian %v, brute force %v on %v", trial, sum, best, cost)
-		}
-	}
-}
-
-func bruteMatch(cost [][]float64, r int, used map[int]bool) float64 {
-	if r == len(cost) {
-		return 0
-	}
-	best := math.Inf(1)
-	for c := range cost[r] {
-		if !used[c] {
-			used[c] = true
-			best = math.Min(best, cost[r][c]+bruteMatch(cost, r+1, used))
-			used[c] = false
-		}
-	}
-	return best
 }
 
 // TestAlloXSingleGPU: the short job goes first on the fast GPU.

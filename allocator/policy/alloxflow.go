@@ -1,0 +1,291 @@
+package policy
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// slotFlow solves AlloX's matching as a min-cost flow whose nodes, besides
+// the source, are (model, layer) slots, not single GPUs: every GPU of a
+// model is the same machine, so the k-th last positions of its GPUs are
+// one node of capacity GPUs. Jobs are added one at a time along shortest
+// paths (successive shortest paths with node potentials); a path enters a
+// slot with a waiting job and may move jobs from slot to slot, the cheapest
+// mover of each pair of slots kept in a lazy heap.
+//
+// A model's layer l+1 opens only once layer l is full: a job in layer l+1
+// beside room in layer l could move down and cost less (its remaining time
+// is positive), so no optimum uses a deeper layer sooner. At 4,000 jobs on
+// 8 models of 125 GPUs that is tens of slots, where the dense matching had
+// 32,000 columns.
+type slotFlow struct {
+	ptime  [][]float64 // [job][model]: remaining seconds there, +Inf where it does not fit
+	gpus   []int       // [model]
+	slots  []flowSlot
+	deep   []int       // [model]: its deepest open slot, -1 before its first
+	slotOf []int       // [job]: its slot, -1 while it waits
+	order  [][]int32   // [model]: the jobs that fit it, by ptime ascending
+	next   []int       // [model]: position in order of its first waiting job
+	hop    [][]hopHeap // [from slot][to slot]
+	pot    []float64   // [slot]; the source's is 0
+	potEnd float64     // the sink's, behind every slot with room
+
+	// Dijkstra's labels, one per slot, reused across augmentations.
+	dist     []float64
+	done     []bool
+	predSlot []int // -1: entered from the source
+	predJob  []int32
+}
+
+type flowSlot struct{ model, layer, count int }
+
+// hopEntry is a job in a slot: key is what moving it to the heap's other
+// slot changes the cost by. An entry whose job has left the slot is
+// stale and dropped when it reaches the top.
+type hopEntry struct {
+	key float64
+	job int32
+}
+
+// hopHeap is a binary min-heap of entries by key, then job.
+type hopHeap []hopEntry
+
+func (e hopEntry) before(o hopEntry) bool {
+	return e.key < o.key || e.key == o.key && e.job < o.job
+}
+
+func (h *hopHeap) push(e hopEntry) {
+	*h = append(*h, e)
+	q := *h
+	for c := len(q) - 1; c > 0; {
+		p := (c - 1) / 2
+		if !q[c].before(q[p]) {
+			break
+		}
+		q[c], q[p] = q[p], q[c]
+		c = p
+	}
+}
+
+func (h *hopHeap) pop() {
+	q := *h
+	last := len(q) - 1
+	q[0] = q[last]
+	*h = q[:last]
+	h.down(0)
+}
+
+func (h hopHeap) down(p int) {
+	for {
+		c := 2*p + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && h[c+1].before(h[c]) {
+			c++
+		}
+		if !h[c].before(h[p]) {
+			return
+		}
+		h[p], h[c] = h[c], h[p]
+		p = c
+	}
+}
+
+func (h hopHeap) init() {
+	for p := len(h)/2 - 1; p >= 0; p-- {
+		h.down(p)
+	}
+}
+
+// matchSlots returns each job's model and layer (1 = last position on its
+// GPU) in a matching of least sum of layer × remaining time; model is -1
+// for a job that fits no model. ptime[j][i] is job j's remaining time on
+// model i, +Inf where it does not fit; gpus[i] the model's GPUs.
+func matchSlots(ptime [][]float64, gpus []int) (model, layer []int) {
+	f, waiting := newSlotFlow(ptime, gpus)
+	for i, o := range f.order {
+		if len(o) > 0 {
+			f.open(i)
+		}
+	}
+	for ; waiting > 0; waiting-- {
+		f.augment()
+	}
+	model, layer = make([]int, len(ptime)), make([]int, len(ptime))
+	for j, s := range f.slotOf {
+		model[j] = -1
+		if s >= 0 {
+			model[j], layer[j] = f.slots[s].model, f.slots[s].layer
+		}
+	}
+	return model, layer
+}
+
+// newSlotFlow sorts the jobs that fit each model and counts the jobs that
+// fit one.
+func newSlotFlow(ptime [][]float64, gpus []int) (f *slotFlow, waiting int) {
+	f = &slotFlow{ptime: ptime, gpus: gpus, deep: make([]int, len(gpus)), slotOf: make([]int, len(ptime)),
+		order: make([][]int32, len(gpus)), next: make([]int, len(gpus))}
+	fits := make([]bool, len(ptime))
+	for i := range gpus {
+		f.deep[i] = -1
+		if gpus[i] <= 0 {
+			continue
+		}
+		for j := range ptime {
+			if !math.IsInf(ptime[j][i], 1) {
+				f.order[i] = append(f.order[i], int32(j))
+				fits[j] = true
+			}
+		}
+		slices.SortFunc(f.order[i], func(a, b int32) int {
+			return cmp.Or(cmp.Compare(ptime[a][i], ptime[b][i]), cmp.Compare(a, b))
+		})
+	}
+	for j := range f.slotOf {
+		f.slotOf[j] = -1
+		if fits[j] {
+			waiting++
+		}
+	}
+	return f, waiting
+}
+
+// cost is job j's cost in slot s.
+func (f *slotFlow) cost(j int32, s int) float64 {
+	return float64(f.slots[s].layer) * f.ptime[j][f.slots[s].model]
+}
+
+// firstWaiting is model i's waiting job of least remaining time, -1 if
+// none waits.
+func (f *slotFlow) firstWaiting(i int) int32 {
+	o := f.order[i]
+	for f.next[i] < len(o) && f.slotOf[o[f.next[i]]] >= 0 {
+		f.next[i]++
+	}
+	if f.next[i] == len(o) {
+		return -1
+	}
+	return o[f.next[i]]
+}
+
+// open adds model i's next layer. Its potential is the largest that keeps
+// every arc into it of non-negative reduced cost (no job leaves it yet);
+// the sink's is lowered to it if need be, for its arc to the sink.
+func (f *slotFlow) open(i int) {
+	b := len(f.slots)
+	layer := 1
+	if f.deep[i] >= 0 {
+		layer = f.slots[f.deep[i]].layer + 1
+	}
+	f.slots = append(f.slots, flowSlot{model: i, layer: layer})
+	f.deep[i] = b
+	pot := math.Inf(1)
+	if k := f.firstWaiting(i); k >= 0 {
+		pot = f.cost(k, b)
+	}
+	for a := range f.hop {
+		f.hop[a] = append(f.hop[a], nil)
+	}
+	f.hop = append(f.hop, make([]hopHeap, b+1))
+	for j, a := range f.slotOf {
+		if a < 0 || math.IsInf(f.ptime[j][i], 1) {
+			continue
+		}
+		key := f.cost(int32(j), b) - f.cost(int32(j), a)
+		f.hop[a][b] = append(f.hop[a][b], hopEntry{key, int32(j)})
+		pot = min(pot, key+f.pot[a])
+	}
+	for a := range b {
+		f.hop[a][b].init()
+	}
+	if math.IsInf(pot, 1) {
+		pot = f.potEnd // nothing can reach it yet
+	}
+	f.pot = append(f.pot, pot)
+	f.potEnd = min(f.potEnd, pot) // its arc to the sink
+	f.dist = append(f.dist, 0)
+	f.done = append(f.done, false)
+	f.predSlot = append(f.predSlot, 0)
+	f.predJob = append(f.predJob, 0)
+}
+
+// place puts job j in slot s and offers it to the moves out of s.
+func (f *slotFlow) place(j int32, s int) {
+	f.slotOf[j] = s
+	for b := range f.slots {
+		if b != s && !math.IsInf(f.ptime[j][f.slots[b].model], 1) {
+			f.hop[s][b].push(hopEntry{f.cost(j, b) - f.cost(j, s), j})
+		}
+	}
+}
+
+// mover is the cheapest job in slot a to move to slot b, dropping stale
+// entries; ok is false if none.
+func (f *slotFlow) mover(a, b int) (e hopEntry, ok bool) {
+	h := &f.hop[a][b]
+	for len(*h) > 0 {
+		if e = (*h)[0]; f.slotOf[e.job] == a {
+			return e, true
+		}
+		h.pop()
+	}
+	return e, false
+}
+
+// augment places one more job along a shortest path from the source to
+// the sink, which every slot with room reaches at no cost (Dijkstra on
+// reduced costs, dense: the slots are few), then updates the potentials
+// and opens a layer if the path filled its model's deepest one.
+func (f *slotFlow) augment() {
+	for s := range f.slots {
+		f.dist[s], f.done[s], f.predSlot[s] = math.Inf(1), false, -1
+		if k := f.firstWaiting(f.slots[s].model); k >= 0 {
+			f.dist[s], f.predJob[s] = f.cost(k, s)-f.pot[s], k
+		}
+	}
+	end, t := math.Inf(1), -1
+	for {
+		a := -1
+		for s := range f.slots {
+			if !f.done[s] && (a < 0 || f.dist[s] < f.dist[a]) {
+				a = s
+			}
+		}
+		if a < 0 || f.dist[a] >= end {
+			break
+		}
+		f.done[a] = true
+		if f.slots[a].count < f.gpus[f.slots[a].model] {
+			if d := f.dist[a] + f.pot[a] - f.potEnd; d < end {
+				end, t = d, a
+			}
+		}
+		for b := range f.slots {
+			if f.done[b] {
+				continue
+			}
+			if e, ok := f.mover(a, b); ok {
+				if d := f.dist[a] + e.key + f.pot[a] - f.pot[b]; d < f.dist[b] {
+					f.dist[b], f.predSlot[b], f.predJob[b] = d, a, e.job
+				}
+			}
+		}
+	}
+	if t < 0 {
+		panic("allox: a waiting job that fits has no path to a slot with room")
+	}
+	for s := range f.slots {
+		f.pot[s] += min(f.dist[s], end)
+	}
+	f.potEnd += end
+	f.slots[t].count++
+	for s := t; s >= 0; s = f.predSlot[s] {
+		f.place(f.predJob[s], s)
+	}
+	if i := f.slots[t].model; f.slots[t].count == f.gpus[i] && f.deep[i] == t {
+		f.open(i)
+	}
+}
