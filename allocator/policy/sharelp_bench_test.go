@@ -11,7 +11,8 @@ import (
 // of every LP-based baseline at the FFT paper's scale: 4,000 jobs of
 // Gavel's generator on 8 models of 125 GPUs (HEADLINE.md's large-cluster
 // setting), two hours in, each job up to half done. gavel-ftf's is its
-// whole finish-time-fairness descent (up to ftfIterations LPs).
+// whole finish-time-fairness descent (up to ftfIterations LPs). AlloX's
+// matching, an assignment LP solved as a flow, is BenchmarkAlloXMatch's.
 //
 //	go test -run '^$' -bench GavelAllocation -count 5 ./allocator/policy/
 func BenchmarkGavelAllocation(b *testing.B) {
