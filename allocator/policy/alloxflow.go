@@ -7,12 +7,16 @@ import (
 )
 
 // slotFlow solves AlloX's matching as a min-cost flow whose nodes, besides
-// the source, are (model, layer) slots, not single GPUs: every GPU of a
+// the jobs, are (model, layer) slots, not single GPUs: every GPU of a
 // model is the same machine, so the k-th last positions of its GPUs are
-// one node of capacity GPUs. Jobs are added one at a time along shortest
-// paths (successive shortest paths with node potentials); a path enters a
-// slot with a waiting job and may move jobs from slot to slot, the cheapest
-// mover of each pair of slots kept in a lazy heap.
+// one node of capacity GPUs. Jobs are added one at a time, as the
+// Hungarian method adds rows, each along a shortest path (with node
+// potentials) that may move placed jobs from slot to slot, the cheapest
+// mover of each pair of slots kept in a lazy heap. Any order of jobs gives
+// an optimum; longest first keeps the paths shorter, as a new job tends
+// to go below the others instead of pushing them down a layer (on 1,000
+// GPUs, 4,000 jobs take about 0.1 s either way; 20,000 took 10-12 s
+// against 17 s shortest first, on a loaded machine).
 //
 // A model's layer l+1 opens only once layer l is full: a job in layer l+1
 // beside room in layer l could move down and cost less (its remaining time
@@ -25,16 +29,14 @@ type slotFlow struct {
 	slots  []flowSlot
 	deep   []int       // [model]: its deepest open slot, -1 before its first
 	slotOf []int       // [job]: its slot, -1 while it waits
-	order  [][]int32   // [model]: the jobs that fit it, by ptime ascending
-	next   []int       // [model]: position in order of its first waiting job
 	hop    [][]hopHeap // [from slot][to slot]
-	pot    []float64   // [slot]; the source's is 0
+	pot    []float64   // [slot]
 	potEnd float64     // the sink's, behind every slot with room
 
 	// Dijkstra's labels, one per slot, reused across augmentations.
 	dist     []float64
 	done     []bool
-	predSlot []int // -1: entered from the source
+	predSlot []int // -1: entered by the new job
 	predJob  []int32
 }
 
@@ -104,14 +106,29 @@ func (h hopHeap) init() {
 // for a job that fits no model. ptime[j][i] is job j's remaining time on
 // model i, +Inf where it does not fit; gpus[i] the model's GPUs.
 func matchSlots(ptime [][]float64, gpus []int) (model, layer []int) {
-	f, waiting := newSlotFlow(ptime, gpus)
-	for i, o := range f.order {
-		if len(o) > 0 {
+	f := &slotFlow{ptime: ptime, gpus: gpus, deep: make([]int, len(gpus)), slotOf: make([]int, len(ptime))}
+	best := make([]float64, len(ptime)) // each job's least time on a model with GPUs
+	var jobs []int32
+	for j := range ptime {
+		f.slotOf[j], best[j] = -1, math.Inf(1)
+		for i, g := range gpus {
+			if g > 0 {
+				best[j] = min(best[j], ptime[j][i])
+			}
+		}
+		if !math.IsInf(best[j], 1) {
+			jobs = append(jobs, int32(j))
+		}
+	}
+	slices.SortFunc(jobs, func(a, b int32) int { return cmp.Or(cmp.Compare(best[b], best[a]), cmp.Compare(a, b)) })
+	for i := range gpus {
+		f.deep[i] = -1
+		if gpus[i] > 0 {
 			f.open(i)
 		}
 	}
-	for ; waiting > 0; waiting-- {
-		f.augment()
+	for _, j := range jobs {
+		f.add(j)
 	}
 	model, layer = make([]int, len(ptime)), make([]int, len(ptime))
 	for j, s := range f.slotOf {
@@ -123,52 +140,9 @@ func matchSlots(ptime [][]float64, gpus []int) (model, layer []int) {
 	return model, layer
 }
 
-// newSlotFlow sorts the jobs that fit each model and counts the jobs that
-// fit one.
-func newSlotFlow(ptime [][]float64, gpus []int) (f *slotFlow, waiting int) {
-	f = &slotFlow{ptime: ptime, gpus: gpus, deep: make([]int, len(gpus)), slotOf: make([]int, len(ptime)),
-		order: make([][]int32, len(gpus)), next: make([]int, len(gpus))}
-	fits := make([]bool, len(ptime))
-	for i := range gpus {
-		f.deep[i] = -1
-		if gpus[i] <= 0 {
-			continue
-		}
-		for j := range ptime {
-			if !math.IsInf(ptime[j][i], 1) {
-				f.order[i] = append(f.order[i], int32(j))
-				fits[j] = true
-			}
-		}
-		slices.SortFunc(f.order[i], func(a, b int32) int {
-			return cmp.Or(cmp.Compare(ptime[a][i], ptime[b][i]), cmp.Compare(a, b))
-		})
-	}
-	for j := range f.slotOf {
-		f.slotOf[j] = -1
-		if fits[j] {
-			waiting++
-		}
-	}
-	return f, waiting
-}
-
 // cost is job j's cost in slot s.
 func (f *slotFlow) cost(j int32, s int) float64 {
 	return float64(f.slots[s].layer) * f.ptime[j][f.slots[s].model]
-}
-
-// firstWaiting is model i's waiting job of least remaining time, -1 if
-// none waits.
-func (f *slotFlow) firstWaiting(i int) int32 {
-	o := f.order[i]
-	for f.next[i] < len(o) && f.slotOf[o[f.next[i]]] >= 0 {
-		f.next[i]++
-	}
-	if f.next[i] == len(o) {
-		return -1
-	}
-	return o[f.next[i]]
 }
 
 // open adds model i's next layer. Its potential is the largest that keeps
@@ -183,9 +157,6 @@ func (f *slotFlow) open(i int) {
 	f.slots = append(f.slots, flowSlot{model: i, layer: layer})
 	f.deep[i] = b
 	pot := math.Inf(1)
-	if k := f.firstWaiting(i); k >= 0 {
-		pot = f.cost(k, b)
-	}
 	for a := range f.hop {
 		f.hop[a] = append(f.hop[a], nil)
 	}
@@ -235,16 +206,15 @@ func (f *slotFlow) mover(a, b int) (e hopEntry, ok bool) {
 	return e, false
 }
 
-// augment places one more job along a shortest path from the source to
-// the sink, which every slot with room reaches at no cost (Dijkstra on
-// reduced costs, dense: the slots are few), then updates the potentials
-// and opens a layer if the path filled its model's deepest one.
-func (f *slotFlow) augment() {
+// add places job k along a shortest path to the sink, which every slot
+// with room reaches at no cost (Dijkstra on reduced costs, dense: the slots
+// are few), then updates the potentials and opens a layer if the path
+// filled its model's deepest one. The labels start at k's costs less the
+// slots' potentials; Dijkstra needs no sign of them, only of the arcs
+// between slots.
+func (f *slotFlow) add(k int32) {
 	for s := range f.slots {
-		f.dist[s], f.done[s], f.predSlot[s] = math.Inf(1), false, -1
-		if k := f.firstWaiting(f.slots[s].model); k >= 0 {
-			f.dist[s], f.predJob[s] = f.cost(k, s)-f.pot[s], k
-		}
+		f.dist[s], f.done[s], f.predSlot[s], f.predJob[s] = f.cost(k, s)-f.pot[s], false, -1, k
 	}
 	end, t := math.Inf(1), -1
 	for {
@@ -275,7 +245,7 @@ func (f *slotFlow) augment() {
 		}
 	}
 	if t < 0 {
-		panic("allox: a waiting job that fits has no path to a slot with room")
+		panic("allox: a job that fits has no path to a slot with room")
 	}
 	for s := range f.slots {
 		f.pot[s] += min(f.dist[s], end)
