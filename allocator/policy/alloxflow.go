@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"math"
 	"slices"
+
+	"github.com/nomad-fft/nomad-fft/allocator/internal/keyheap"
 )
 
 // slotFlow solves AlloX's matching as a min-cost flow whose nodes, besides
@@ -27,11 +29,14 @@ type slotFlow struct {
 	ptime  [][]float64 // [job][model]: remaining seconds there, +Inf where it does not fit
 	gpus   []int       // [model]
 	slots  []flowSlot
-	deep   []int       // [model]: its deepest open slot, -1 before its first
-	slotOf []int       // [job]: its slot, -1 while it waits
-	hop    [][]hopHeap // [from slot][to slot]
-	pot    []float64   // [slot]
-	potEnd float64     // the sink's, behind every slot with room
+	deep   []int // [model]: its deepest open slot, -1 before its first
+	slotOf []int // [job]: its slot, -1 while it waits
+	// hop[a][b] holds the jobs in slot a keyed by what moving one to slot
+	// b changes the cost by; an entry whose job has left a is dropped
+	// when it reaches the top.
+	hop    [][]keyheap.Heap
+	pot    []float64 // [slot]
+	potEnd float64   // the sink's, behind every slot with room
 
 	// Dijkstra's labels, one per slot, reused across augmentations.
 	dist     []float64
@@ -41,65 +46,6 @@ type slotFlow struct {
 }
 
 type flowSlot struct{ model, layer, count int }
-
-// hopEntry is a job in a slot: key is what moving it to the heap's other
-// slot changes the cost by. An entry whose job has left the slot is
-// stale and dropped when it reaches the top.
-type hopEntry struct {
-	key float64
-	job int32
-}
-
-// hopHeap is a binary min-heap of entries by key, then job.
-type hopHeap []hopEntry
-
-func (e hopEntry) before(o hopEntry) bool {
-	return e.key < o.key || e.key == o.key && e.job < o.job
-}
-
-func (h *hopHeap) push(e hopEntry) {
-	*h = append(*h, e)
-	q := *h
-	for c := len(q) - 1; c > 0; {
-		p := (c - 1) / 2
-		if !q[c].before(q[p]) {
-			break
-		}
-		q[c], q[p] = q[p], q[c]
-		c = p
-	}
-}
-
-func (h *hopHeap) pop() {
-	q := *h
-	last := len(q) - 1
-	q[0] = q[last]
-	*h = q[:last]
-	h.down(0)
-}
-
-func (h hopHeap) down(p int) {
-	for {
-		c := 2*p + 1
-		if c >= len(h) {
-			return
-		}
-		if c+1 < len(h) && h[c+1].before(h[c]) {
-			c++
-		}
-		if !h[c].before(h[p]) {
-			return
-		}
-		h[p], h[c] = h[c], h[p]
-		p = c
-	}
-}
-
-func (h hopHeap) init() {
-	for p := len(h)/2 - 1; p >= 0; p-- {
-		h.down(p)
-	}
-}
 
 // matchSlots returns each job's model and layer (1 = last position on its
 // GPU) in a matching of least sum of layer × remaining time; model is -1
@@ -160,17 +106,17 @@ func (f *slotFlow) open(i int) {
 	for a := range f.hop {
 		f.hop[a] = append(f.hop[a], nil)
 	}
-	f.hop = append(f.hop, make([]hopHeap, b+1))
+	f.hop = append(f.hop, make([]keyheap.Heap, b+1))
 	for j, a := range f.slotOf {
 		if a < 0 || math.IsInf(f.ptime[j][i], 1) {
 			continue
 		}
 		key := f.cost(int32(j), b) - f.cost(int32(j), a)
-		f.hop[a][b] = append(f.hop[a][b], hopEntry{key, int32(j)})
+		f.hop[a][b] = append(f.hop[a][b], keyheap.Entry{Key: key, Item: int32(j)})
 		pot = min(pot, key+f.pot[a])
 	}
 	for a := range b {
-		f.hop[a][b].init()
+		f.hop[a][b].Init()
 	}
 	if math.IsInf(pot, 1) {
 		pot = f.potEnd // nothing can reach it yet
@@ -188,20 +134,20 @@ func (f *slotFlow) place(j int32, s int) {
 	f.slotOf[j] = s
 	for b := range f.slots {
 		if b != s && !math.IsInf(f.ptime[j][f.slots[b].model], 1) {
-			f.hop[s][b].push(hopEntry{f.cost(j, b) - f.cost(j, s), j})
+			f.hop[s][b].Push(keyheap.Entry{Key: f.cost(j, b) - f.cost(j, s), Item: j})
 		}
 	}
 }
 
 // mover is the cheapest job in slot a to move to slot b, dropping stale
 // entries; ok is false if none.
-func (f *slotFlow) mover(a, b int) (e hopEntry, ok bool) {
+func (f *slotFlow) mover(a, b int) (e keyheap.Entry, ok bool) {
 	h := &f.hop[a][b]
 	for len(*h) > 0 {
-		if e = (*h)[0]; f.slotOf[e.job] == a {
+		if e = (*h)[0]; f.slotOf[e.Item] == a {
 			return e, true
 		}
-		h.pop()
+		h.Pop()
 	}
 	return e, false
 }
@@ -238,8 +184,8 @@ func (f *slotFlow) add(k int32) {
 				continue
 			}
 			if e, ok := f.mover(a, b); ok {
-				if d := f.dist[a] + e.key + f.pot[a] - f.pot[b]; d < f.dist[b] {
-					f.dist[b], f.predSlot[b], f.predJob[b] = d, a, e.job
+				if d := f.dist[a] + e.Key + f.pot[a] - f.pot[b]; d < f.dist[b] {
+					f.dist[b], f.predSlot[b], f.predJob[b] = d, a, e.Item
 				}
 			}
 		}

@@ -3,6 +3,7 @@ package solver
 import (
 	"math/bits"
 
+	"github.com/nomad-fft/nomad-fft/allocator/internal/keyheap"
 	"github.com/nomad-fft/nomad-fft/allocator/internal/recycle"
 )
 
@@ -15,8 +16,8 @@ type arena struct {
 	floats freeList[float64]
 	ints   freeList[int]
 	small  freeList[int32]
-	heaps  freeList[entryHeap]
-	items  freeList[heapEntry]
+	heaps  freeList[keyheap.Heap]
+	items  freeList[keyheap.Entry]
 	// arcs is one buffer: only one LP's duals are computed at a time.
 	arcs []arc
 	// lp holds the O(M^2) buffers of the LP being solved (one at a time).
@@ -162,17 +163,17 @@ func (a *arena) int32s(n int) []int32 {
 }
 
 // entries returns an empty slice of heap entries with room for n.
-func (a *arena) entries(n int) []heapEntry {
+func (a *arena) entries(n int) []keyheap.Entry {
 	if a == nil {
-		return make([]heapEntry, 0, n)
+		return make([]keyheap.Entry, 0, n)
 	}
 	return a.items.take(n)[:0]
 }
 
 // heapSet returns n empty heaps that keep their previous capacity.
-func (a *arena) heapSet(n int) []entryHeap {
+func (a *arena) heapSet(n int) []keyheap.Heap {
 	if a == nil {
-		return make([]entryHeap, n)
+		return make([]keyheap.Heap, n)
 	}
 	b := a.heaps.take(n)
 	for k := range b {
@@ -203,13 +204,13 @@ func (a *arena) putInt32s(b []int32) {
 	}
 }
 
-func (a *arena) putEntries(b []heapEntry) {
+func (a *arena) putEntries(b []keyheap.Entry) {
 	if a != nil {
 		a.items.put(b)
 	}
 }
 
-func (a *arena) putHeapSet(b []entryHeap) {
+func (a *arena) putHeapSet(b []keyheap.Heap) {
 	if a != nil {
 		a.heaps.put(b)
 	}

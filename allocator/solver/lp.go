@@ -1,6 +1,10 @@
 package solver
 
-import "math"
+import (
+	"math"
+
+	"github.com/nomad-fft/nomad-fft/allocator/internal/keyheap"
+)
 
 // The LP relaxation of a round, with x_ji in [0, 1], is a transportation
 // problem once it is written in GPUs: y_ji = Size[j] * x_ji units flow from
@@ -20,65 +24,6 @@ import "math"
 // regression test keeps the instance, from the simulator, where it did).
 // Each label therefore carries the largest magnitude met on its way.
 const relTol = 1e-12
-
-type heapEntry struct {
-	key float64
-	j   int32
-}
-
-// entryHeap is a binary min-heap ordered by (key, item).
-type entryHeap []heapEntry
-
-func (h entryHeap) less(a, b int) bool {
-	return h[a].key < h[b].key || (h[a].key == h[b].key && h[a].j < h[b].j)
-}
-
-func (h *entryHeap) push(e heapEntry) {
-	*h = append(*h, e)
-	s := *h
-	for k := len(s) - 1; k > 0; {
-		p := (k - 1) / 2
-		if !s.less(k, p) {
-			break
-		}
-		s[k], s[p] = s[p], s[k]
-		k = p
-	}
-}
-
-func (h *entryHeap) pop() {
-	s := *h
-	n := len(s) - 1
-	s[0] = s[n]
-	s = s[:n]
-	s.down(0)
-	*h = s
-}
-
-// heapify orders an arbitrary slice as a heap in linear time.
-func (h entryHeap) heapify() {
-	for k := len(h)/2 - 1; k >= 0; k-- {
-		h.down(k)
-	}
-}
-
-func (s entryHeap) down(k int) {
-	n := len(s)
-	for {
-		l, r, m := 2*k+1, 2*k+2, k
-		if l < n && s.less(l, m) {
-			m = l
-		}
-		if r < n && s.less(r, m) {
-			m = r
-		}
-		if m == k {
-			break
-		}
-		s[k], s[m] = s[m], s[k]
-		k = m
-	}
-}
 
 // warmStart is where a child's LP starts: its parent's optimum carried to
 // the child's items and cut to its capacities, and the parent's potentials.
@@ -147,12 +92,12 @@ type lpSolver struct {
 type lpBufs struct {
 	// srcs[i] holds the items that still have GPUs to place, cheapest per
 	// GPU on model i first: a heap, since an LP takes only its top few.
-	srcs []entryHeap
+	srcs []keyheap.Heap
 	// heaps[a*M+b] (a != b) holds the items on model a, cheapest to move
 	// to b first; heaps[a*M+a] holds them most expensive on a first, for
 	// the arc a -> S that takes GPUs of an item out again. wAB has their
 	// top keys.
-	heaps    []entryHeap
+	heaps    []keyheap.Heap
 	wS, wAB  []float64
 	dist     []float64
 	predNode []int
@@ -179,7 +124,7 @@ type lpBufs struct {
 func newLPBufs(m int) *lpBufs {
 	nodes := m + 2
 	return &lpBufs{
-		srcs: make([]entryHeap, m),
+		srcs: make([]keyheap.Heap, m),
 		wS:   make([]float64, m), wAB: make([]float64, m*m),
 		dist: make([]float64, m+3), mag: make([]float64, m+3),
 		predNode: make([]int, m+2), predJob: make([]int32, m+2),
@@ -317,16 +262,16 @@ func solveFull(p *Problem, warm *warmStart, ar *arena) *lpSolution {
 		}
 		for i, u := range unit {
 			if !math.IsInf(u, 1) {
-				s.srcs[i] = append(s.srcs[i], heapEntry{u, int32(j)})
+				s.srcs[i] = append(s.srcs[i], keyheap.Entry{Key: u, Item: int32(j)})
 			}
 		}
 	}
 	for i := range s.srcs {
-		s.srcs[i].heapify()
+		s.srcs[i].Init()
 	}
 	if sol.total > 0 {
 		for _, h := range s.heaps {
-			h.heapify()
+			h.Init()
 		}
 	}
 	if warm != nil {
@@ -379,12 +324,12 @@ func (s *lpSolver) edges() {
 	m, sol := s.m, s.sol
 	for i := 0; i < m; i++ {
 		h := &s.srcs[i]
-		for len(*h) > 0 && sol.assigned[(*h)[0].j] >= s.p.Size[(*h)[0].j] {
-			h.pop()
+		for len(*h) > 0 && sol.assigned[(*h)[0].Item] >= s.p.Size[(*h)[0].Item] {
+			h.Pop()
 		}
 		s.wS[i] = math.Inf(1)
 		if len(*h) > 0 {
-			s.wS[i] = (*h)[0].key
+			s.wS[i] = (*h)[0].Key
 		}
 	}
 	for a := 0; a < m; a++ {
@@ -394,12 +339,12 @@ func (s *lpSolver) edges() {
 		s.dirty[a] = false
 		for b := 0; b < m; b++ {
 			h := &s.heaps[a*m+b]
-			for len(*h) > 0 && sol.flow[int((*h)[0].j)*m+a] == 0 {
-				h.pop()
+			for len(*h) > 0 && sol.flow[int((*h)[0].Item)*m+a] == 0 {
+				h.Pop()
 			}
 			s.wAB[a*m+b] = math.Inf(1)
 			if len(*h) > 0 {
-				s.wAB[a*m+b] = (*h)[0].key
+				s.wAB[a*m+b] = (*h)[0].Key
 			}
 		}
 	}
@@ -424,7 +369,7 @@ func (s *lpSolver) shortest() (int, float64) {
 		s.mag[i] = math.Abs(s.wS[i])
 		s.predNode[i], s.predJob[i] = m, -1
 		if !math.IsInf(s.wS[i], 1) {
-			s.predJob[i] = s.srcs[i][0].j
+			s.predJob[i] = s.srcs[i][0].Item
 		}
 	}
 	// Bellman-Ford, relaxing in each pass only from the models whose label
@@ -451,7 +396,7 @@ func (s *lpSolver) shortest() (int, float64) {
 				// improves, inlined: this is the solver's hottest loop.
 				if nd < old-relTol*max(mag, s.mag[b]) || (math.IsInf(old, 1) && !math.IsInf(nd, 1)) {
 					s.dist[b], s.mag[b] = nd, mag
-					s.predNode[b], s.predJob[b] = a, s.heaps[a*m+b][0].j
+					s.predNode[b], s.predJob[b] = a, s.heaps[a*m+b][0].Item
 					if !s.queued[b] {
 						s.queued[b] = true
 						next = append(next, b)
@@ -596,16 +541,16 @@ func (s *lpSolver) indexMoves(j, b int, bulk bool) {
 		if c == b || math.IsInf(u, 1) {
 			continue
 		}
-		if e := (heapEntry{u - unit[b], int32(j)}); bulk {
+		if e := (keyheap.Entry{Key: u - unit[b], Item: int32(j)}); bulk {
 			s.heaps[b*m+c] = append(s.heaps[b*m+c], e)
 		} else {
-			s.heaps[b*m+c].push(e)
+			s.heaps[b*m+c].Push(e)
 		}
 	}
-	if e := (heapEntry{-unit[b], int32(j)}); bulk {
+	if e := (keyheap.Entry{Key: -unit[b], Item: int32(j)}); bulk {
 		s.heaps[b*m+b] = append(s.heaps[b*m+b], e)
 	} else {
-		s.heaps[b*m+b].push(e)
+		s.heaps[b*m+b].Push(e)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/nomad-fft/nomad-fft/allocator/internal/keyheap"
 )
 
 // The functions below are the node evaluation as it was before solveFull
@@ -63,12 +65,12 @@ func solveFullRef(p *Problem, warm *warmStart, ar *arena) *lpSolution {
 		}
 		for i, u := range s.unit[k : k+m] {
 			if !math.IsInf(u, 1) {
-				s.srcs[i] = append(s.srcs[i], heapEntry{u, int32(j)})
+				s.srcs[i] = append(s.srcs[i], keyheap.Entry{Key: u, Item: int32(j)})
 			}
 		}
 	}
 	for i := range s.srcs {
-		s.srcs[i].heapify()
+		s.srcs[i].Init()
 	}
 	if warm != nil {
 		s.repair(warm.pi)

@@ -1,6 +1,10 @@
 package solver
 
-import "math"
+import (
+	"math"
+
+	"github.com/nomad-fft/nomad-fft/allocator/internal/keyheap"
+)
 
 // A warm start (a child node starting from its parent's optimum, less the
 // item it branched on and whatever no longer fits) is feasible but may not
@@ -97,11 +101,11 @@ func (s *lpSolver) residualRow(u int) {
 	m, sol, p := s.m, s.sol, s.p
 	nodes, S, T := m+2, m, m+1
 	inf := math.Inf(1)
-	top := func(h entryHeap) int32 {
+	top := func(h keyheap.Heap) int32 {
 		if len(h) == 0 {
 			return -1
 		}
-		return h[0].j
+		return h[0].Item
 	}
 	room := func(ok bool) float64 {
 		if ok {
@@ -256,7 +260,7 @@ func (s *lpSolver) waiting(j int) {
 	m := s.m
 	for i, u := range s.unit[j*m : (j+1)*m] {
 		if !math.IsInf(u, 1) {
-			s.srcs[i].push(heapEntry{u, int32(j)})
+			s.srcs[i].Push(keyheap.Entry{Key: u, Item: int32(j)})
 		}
 	}
 }
