@@ -44,8 +44,11 @@ func (*AlloX) Name() string { return AlloXName }
 
 func (p *AlloX) Schedule(_ context.Context, s *Snapshot) (Assignment, error) {
 	if key := activeKey(s); key != p.key {
-		p.key = key
-		p.order = alloxMatch(s)
+		order, err := alloxMatch(s)
+		if err != nil {
+			return nil, err
+		}
+		p.key, p.order = key, order
 	}
 	a, f := make(Assignment, len(s.Jobs)), newFree(s)
 	byID := make(map[string]*Job, len(s.Jobs))
@@ -62,7 +65,7 @@ func (p *AlloX) Schedule(_ context.Context, s *Snapshot) (Assignment, error) {
 
 // alloxMatch solves the matching and returns jobs by (position descending
 // from the machine's end, i.e. who runs first), then processing time.
-func alloxMatch(s *Snapshot) []alloxSlot {
+func alloxMatch(s *Snapshot) ([]alloxSlot, error) {
 	ptime := make([][]float64, len(s.Jobs))
 	gpus := make([]int, len(s.Models))
 	for i := range s.Models {
@@ -78,7 +81,10 @@ func alloxMatch(s *Snapshot) []alloxSlot {
 			}
 		}
 	}
-	model, layer := matchSlots(ptime, gpus)
+	model, layer, err := matchSlots(ptime, gpus)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]alloxSlot, 0, len(s.Jobs))
 	for k, i := range model {
 		if i >= 0 {
@@ -93,5 +99,5 @@ func alloxMatch(s *Snapshot) []alloxSlot {
 		}
 		return out[a].p < out[b].p
 	})
-	return out
+	return out, nil
 }

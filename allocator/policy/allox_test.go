@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -34,7 +35,10 @@ func TestMatchSlotsAgainstHungarian(t *testing.T) {
 				}
 			}
 		}
-		model, layer := matchSlots(ptime, gpus)
+		model, layer, err := matchSlots(ptime, gpus)
+		if err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
 		got, used := 0.0, map[[2]int]int{}
 		for j := range ptime {
 			fits := false
@@ -228,8 +232,19 @@ func BenchmarkAlloXMatch(b *testing.B) {
 		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				alloxMatch(s)
+				if _, err := alloxMatch(s); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
+	}
+}
+
+// TestMatchSlotsRefusesNaN checks that a time that is not a number fails
+// the matching with an error that names the job, not a panic.
+func TestMatchSlotsRefusesNaN(t *testing.T) {
+	ptime := [][]float64{{3, 4}, {math.NaN(), math.NaN()}}
+	if _, _, err := matchSlots(ptime, []int{1, 1}); err == nil || !strings.Contains(err.Error(), "job 1") {
+		t.Fatalf("got %v, want an error naming job 1", err)
 	}
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 
@@ -50,8 +51,9 @@ type flowSlot struct{ model, layer, count int }
 // matchSlots returns each job's model and layer (1 = last position on its
 // GPU) in a matching of least sum of layer × remaining time; model is -1
 // for a job that fits no model. ptime[j][i] is job j's remaining time on
-// model i, +Inf where it does not fit; gpus[i] the model's GPUs.
-func matchSlots(ptime [][]float64, gpus []int) (model, layer []int) {
+// model i, +Inf where it does not fit; gpus[i] the model's GPUs. It fails
+// only on times that are not numbers, which validation keeps out.
+func matchSlots(ptime [][]float64, gpus []int) (model, layer []int, err error) {
 	f := &slotFlow{ptime: ptime, gpus: gpus, deep: make([]int, len(gpus)), slotOf: make([]int, len(ptime))}
 	best := make([]float64, len(ptime)) // each job's least time on a model with GPUs
 	var jobs []int32
@@ -74,7 +76,9 @@ func matchSlots(ptime [][]float64, gpus []int) (model, layer []int) {
 		}
 	}
 	for _, j := range jobs {
-		f.add(j)
+		if !f.add(j) {
+			return nil, nil, fmt.Errorf("matching AlloX's slots: job %d has no path to a slot with room (remaining times %v)", j, ptime[j])
+		}
 	}
 	model, layer = make([]int, len(ptime)), make([]int, len(ptime))
 	for j, s := range f.slotOf {
@@ -83,7 +87,7 @@ func matchSlots(ptime [][]float64, gpus []int) (model, layer []int) {
 			model[j], layer[j] = f.slots[s].model, f.slots[s].layer
 		}
 	}
-	return model, layer
+	return model, layer, nil
 }
 
 // cost is job j's cost in slot s.
@@ -157,8 +161,8 @@ func (f *slotFlow) mover(a, b int) (e keyheap.Entry, ok bool) {
 // are few), then updates the potentials and opens a layer if the path
 // filled its model's deepest one. The labels start at k's costs less the
 // slots' potentials; Dijkstra needs no sign of them, only of the arcs
-// between slots.
-func (f *slotFlow) add(k int32) {
+// between slots. It reports false if no slot with room is reached.
+func (f *slotFlow) add(k int32) bool {
 	for s := range f.slots {
 		f.dist[s], f.done[s], f.predSlot[s], f.predJob[s] = f.cost(k, s)-f.pot[s], false, -1, k
 	}
@@ -191,7 +195,7 @@ func (f *slotFlow) add(k int32) {
 		}
 	}
 	if t < 0 {
-		panic("allox: a job that fits has no path to a slot with room")
+		return false
 	}
 	for s := range f.slots {
 		f.pot[s] += min(f.dist[s], end)
@@ -204,4 +208,5 @@ func (f *slotFlow) add(k int32) {
 	if i := f.slots[t].model; f.slots[t].count == f.gpus[i] && f.deep[i] == t {
 		f.open(i)
 	}
+	return true
 }
