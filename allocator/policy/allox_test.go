@@ -41,11 +41,7 @@ func TestMatchSlotsAgainstHungarian(t *testing.T) {
 		}
 		got, used := 0.0, map[[2]int]int{}
 		for j := range ptime {
-			fits := false
-			for i := range gpus {
-				fits = fits || gpus[i] > 0 && !math.IsInf(ptime[j][i], 1)
-			}
-			if fits != (model[j] >= 0) {
+			if fits := fitsSome(ptime[j], gpus); fits != (model[j] >= 0) {
 				t.Fatalf("trial %d: job %d fits a model: %v, matched to %d", trial, j, fits, model[j])
 			}
 			if model[j] < 0 {
@@ -76,11 +72,7 @@ func denseAlloX(ptime [][]float64, gpus []int) float64 {
 	var cols []col
 	var rows [][]float64
 	for j := range ptime {
-		fits := false
-		for i := range gpus {
-			fits = fits || gpus[i] > 0 && !math.IsInf(ptime[j][i], 1)
-		}
-		if fits {
+		if fitsSome(ptime[j], gpus) {
 			rows = append(rows, ptime[j])
 		}
 	}
@@ -107,6 +99,16 @@ func denseAlloX(ptime [][]float64, gpus []int) float64 {
 		sum += cost[r][c]
 	}
 	return sum
+}
+
+// fitsSome reports whether a job of these times fits a model with GPUs.
+func fitsSome(ptime []float64, gpus []int) bool {
+	for i, g := range gpus {
+		if g > 0 && !math.IsInf(ptime[i], 1) {
+			return true
+		}
+	}
+	return false
 }
 
 // TestHungarianBruteForce compares the matching with enumeration.
