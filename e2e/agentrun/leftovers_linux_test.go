@@ -2,6 +2,7 @@ package agentrun
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -55,13 +56,12 @@ func TestKillDescendantsUnder(t *testing.T) {
 	other := bystander(t)
 
 	// The orphan is ours now (adopted), so it can be found and reaped.
-	deadline := time.Now().Add(5 * time.Second)
-	for ppid(orphan) != os.Getpid() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the orphan %d was not adopted (parent %d)", orphan, ppid(orphan))
+	waitFor(t, 5*time.Second, func() error {
+		if parent := ppid(orphan); parent != os.Getpid() {
+			return fmt.Errorf("the orphan %d was not adopted (parent %d)", orphan, parent)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if n := KillDescendantsUnder(dir); n != 1 {
 		t.Errorf("KillDescendantsUnder killed %d processes, want the orphan alone", n)
 	}
@@ -177,18 +177,14 @@ func TestKillRemovesPluginSockets(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			waitFor(t, 10*time.Second, func() error {
 				_, err1 := os.Stat(plugin)
 				_, err2 := os.Stat(other)
-				if err1 == nil && err2 == nil {
-					break
+				if err1 != nil || err2 != nil {
+					return fmt.Errorf("the helper is not listening: %v, %v", err1, err2)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the helper is not listening: %v, %v", err1, err2)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return nil
+			})
 			if n := tc.kill(dir, cmd.Process.Pid); n != 1 {
 				t.Fatalf("%s killed %d processes, want the helper", tc.name, n)
 			}

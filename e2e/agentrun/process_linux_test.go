@@ -2,6 +2,7 @@ package agentrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,16 +22,15 @@ func TestStartStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	var grandchild int
-	deadline := time.Now().Add(5 * time.Second)
-	for grandchild == 0 {
+	waitFor(t, 5*time.Second, func() error {
 		if b, err := os.ReadFile(pidFile); err == nil {
 			_, _ = fmt.Sscan(string(b), &grandchild)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the program did not start its child")
+		if grandchild == 0 {
+			return errors.New("the program did not start its child")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	start := time.Now()
 	p.Stop(context.Background(), 300*time.Millisecond)
 	if !p.Exited() {
@@ -44,6 +44,23 @@ func TestStartStop(t *testing.T) {
 	}
 	if got := p.Tail(1); got != "hello agentrun" {
 		t.Errorf("log = %q, want the program's output", got)
+	}
+}
+
+// waitFor calls cond every 20 ms until it returns nil, and fails the test with cond's last error
+// once within has passed.
+func waitFor(t *testing.T, within time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
