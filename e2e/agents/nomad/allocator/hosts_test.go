@@ -14,32 +14,38 @@ import (
 	"github.com/nomad-fft/nomad-fft/e2e/agents/nomad/internal/testenv"
 )
 
+// hostLine is one GPU node as a round record lists it.
+type hostLine struct {
+	ID    string         `json:"id"`
+	Model string         `json:"model"`
+	GPUs  int            `json:"gpus"`
+	Jobs  map[string]int `json:"jobs"`
+}
+
+// slotLine is one allocation of a job on a host, as a job line of a round record lists it.
+type slotLine struct {
+	Host string `json:"host"`
+	GPUs int    `json:"gpus"`
+}
+
 // hostsRec is the part of a round record the hosts tests read.
 type hostsRec struct {
-	Round int `json:"round"`
-	Hosts []struct {
-		ID    string         `json:"id"`
-		Model string         `json:"model"`
-		GPUs  int            `json:"gpus"`
-		Jobs  map[string]int `json:"jobs"`
-	} `json:"hosts"`
+	Round int        `json:"round"`
+	Hosts []hostLine `json:"hosts"`
 	Moves []struct {
 		Job   string  `json:"job"`
 		For   string  `json:"for"`
 		Price float64 `json:"price_gpu_rounds"`
 	} `json:"moves"`
 	Jobs []struct {
-		ID         string `json:"id"`
-		Model      string `json:"model"`
-		Action     string `json:"action"`
-		ReasonCode string `json:"reason_code"`
-		Reason     string `json:"reason"`
-		Refused    string `json:"refused"`
-		GPUs       int    `json:"gpus"`
-		Hosts      []struct {
-			Host string `json:"host"`
-			GPUs int    `json:"gpus"`
-		} `json:"hosts"`
+		ID         string     `json:"id"`
+		Model      string     `json:"model"`
+		Action     string     `json:"action"`
+		ReasonCode string     `json:"reason_code"`
+		Reason     string     `json:"reason"`
+		Refused    string     `json:"refused"`
+		GPUs       int        `json:"gpus"`
+		Hosts      []slotLine `json:"hosts"`
 	} `json:"jobs"`
 }
 

@@ -25,6 +25,8 @@ type roundLine struct {
 	RhoAfter  float64 `json:"rho_after"`
 	// ReasonCode is why a job waits (UnhealthyGPU, ParkedByOperator, …).
 	ReasonCode string `json:"reason_code"`
+	// Hosts are where the job runs after the round.
+	Hosts []slotLine `json:"hosts"`
 }
 
 type roundRec struct {
@@ -34,6 +36,7 @@ type roundRec struct {
 	TriggerJobs []string    `json:"trigger_jobs"`
 	CreditKept  float64     `json:"credit_kept"`
 	Jobs        []roundLine `json:"jobs"`
+	Hosts       []hostLine  `json:"hosts"`
 	Apply       struct {
 		Calls     int      `json:"calls"`
 		Conflicts []string `json:"conflicts"`
