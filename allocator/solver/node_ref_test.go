@@ -1,7 +1,6 @@
 package solver
 
 import (
-	"cmp"
 	"context"
 	"math"
 	"math/rand/v2"
@@ -105,6 +104,8 @@ func (s *lpSolver) startRef(warm []int) {
 	}
 }
 
+// fitWarmRef is fitWarm as first written: a copy of the carried flow, then the options that
+// no longer fit cleared one by one. The trimming over capacity is the same code.
 func fitWarmRef(p *Problem, carried []int, ar *arena) []int {
 	m := p.M()
 	warm := ar.zeroInts(len(carried))
@@ -117,32 +118,7 @@ func fitWarmRef(p *Problem, carried []int, ar *arena) []int {
 		}
 		load[k%m] += f
 	}
-	for i := 0; i < m; i++ {
-		if load[i] <= p.Capacity[i] {
-			continue
-		}
-		var on []int
-		for j := 0; j < p.N(); j++ {
-			if warm[j*m+i] > 0 {
-				on = append(on, j)
-			}
-		}
-		unit := func(j int) float64 { return p.Cost[j*m+i] / float64(p.Size[j]) }
-		slices.SortFunc(on, func(a, b int) int {
-			if c := cmp.Compare(unit(b), unit(a)); c != 0 {
-				return c
-			}
-			return cmp.Compare(a, b)
-		})
-		for _, j := range on {
-			if load[i] <= p.Capacity[i] {
-				break
-			}
-			cut := min(warm[j*m+i], load[i]-p.Capacity[i])
-			warm[j*m+i] -= cut
-			load[i] -= cut
-		}
-	}
+	trimToCapacity(p, warm, load)
 	return warm
 }
 

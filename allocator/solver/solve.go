@@ -721,6 +721,14 @@ func fitWarm(p *Problem, carried []int, ar *arena) []int {
 			load[i] += f
 		}
 	}
+	trimToCapacity(p, warm, load)
+	return warm
+}
+
+// trimToCapacity takes GPUs out of warm, whose loads per model are load, on every model over
+// its capacity: the costliest per GPU first, the LP's own order of preference.
+func trimToCapacity(p *Problem, warm, load []int) {
+	m := p.M()
 	for i := 0; i < m; i++ {
 		if load[i] <= p.Capacity[i] {
 			continue
@@ -747,7 +755,6 @@ func fitWarm(p *Problem, carried []int, ar *arena) []int {
 			load[i] -= cut
 		}
 	}
-	return warm
 }
 
 // restrict copies sub without the item whose original index is drop,
