@@ -19,12 +19,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/e2e/agents/nomad/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testenv.CleanupPluginDir()
-	testenv.CleanupBinaries()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 const (
 	modelV100 = "Tesla V100-SXM2-16GB"

@@ -32,12 +32,7 @@ const (
 	EnvFaults = "FFT_CHAOS_FAULTS"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testenv.CleanupPluginDir()
-	testenv.CleanupBinaries()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // version is how much chaos one run injects.
 type version struct {

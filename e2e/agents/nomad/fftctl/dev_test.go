@@ -18,12 +18,7 @@ import (
 	"github.com/nomad-fft/nomad-fft/e2e/agents/nomad/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testenv.CleanupPluginDir()
-	testenv.CleanupBinaries()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // dev is a running `fftctl dev`, its output collected line by line.
 type dev struct {

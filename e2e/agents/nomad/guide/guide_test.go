@@ -34,12 +34,7 @@ const (
 	model    = "NVIDIA A100-SXM4-40GB"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testenv.CleanupPluginDir()
-	testenv.CleanupBinaries()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 func repoRoot(t testing.TB) string {
 	t.Helper()

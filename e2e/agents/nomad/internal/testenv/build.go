@@ -17,7 +17,7 @@ var (
 )
 
 // MainBinary returns the path of a command of the main module (cmd/<name>), built once per
-// test binary into a temporary folder, which CleanupPluginDir removes too.
+// test binary into a temporary folder, which cleanupPluginDir removes too.
 func MainBinary(t testing.TB, name string) string {
 	t.Helper()
 	binMu.Lock()
@@ -99,8 +99,8 @@ func buildMain(name, out string) error {
 	return nil
 }
 
-// CleanupBinaries removes the folders MainBinary built; call it from TestMain.
-func CleanupBinaries() {
+// cleanupBinaries removes the folders MainBinary built (Main calls it).
+func cleanupBinaries() {
 	binMu.Lock()
 	defer binMu.Unlock()
 	for _, dir := range binDirs {

@@ -19,7 +19,7 @@ var (
 )
 
 // DriverPluginDir returns a folder holding the device plugin and the task driver, built once
-// per test binary; CleanupPluginDir removes it.
+// per test binary; cleanupPluginDir removes it.
 func DriverPluginDir(t testing.TB) string {
 	t.Helper()
 	device := filepath.Join(PluginDir(t), PluginName)

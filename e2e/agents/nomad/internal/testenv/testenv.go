@@ -92,8 +92,17 @@ func ReapPlugins() int {
 	return agentrun.KillChildren(filepath.Join(buildDir, PluginName))
 }
 
-// CleanupPluginDir removes the folder PluginDir built; call it from TestMain.
-func CleanupPluginDir() {
+// Main runs a package's tests and removes what they built: the plugin folders and the
+// binaries. A package's TestMain is `func TestMain(m *testing.M) { testenv.Main(m) }`.
+func Main(m *testing.M) {
+	code := m.Run()
+	cleanupPluginDir()
+	cleanupBinaries()
+	os.Exit(code)
+}
+
+// cleanupPluginDir removes the folder PluginDir built (Main calls it).
+func cleanupPluginDir() {
 	ReapPlugins()
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
