@@ -113,7 +113,7 @@ chaos:
 bench-e2e:
 	nomad_bin=$$(e2e/agents/build.sh) && consul_bin=$$(e2e/agents/build-consul.sh) && \
 	cd e2e/agents/nomad && FFT_E2E=1 FFT_NOMAD_BIN=$$nomad_bin FFT_CONSUL_BIN=$$consul_bin \
-		$(GO) test -run '^$$' -bench Round200 -benchtime 3x ./allocator/
+		$(GO) test -run '^$$' -bench '^BenchmarkRound200Jobs$$' -benchtime 3x ./allocator/
 
 ## bench-load: warm rounds of a running fft-allocator with 200 to 20,000
 ## managed jobs on a real Nomad server (API calls, Consul writes, wall time).

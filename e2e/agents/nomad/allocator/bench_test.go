@@ -10,14 +10,17 @@ import (
 
 // BenchmarkRound200Jobs times one observe-solve-apply-record pass of fft-allocator (-once, a
 // fresh process each time, so the first observation reads every job) against a real Nomad
-// cluster with 200 managed jobs and 8 GPUs of two models, and reports the Nomad API calls the
-// round made and the round's own duration (without process start-up).
+// cluster with 200 managed jobs of 1 and 2 GPUs and 8 GPUs of two models, two hosts of 2 GPUs
+// each, and reports the Nomad API calls the round made and the round's own duration (without
+// process start-up).
 //
-//	cd e2e/agents/nomad && FFT_E2E=1 go test -run '^$' -bench Round200 -benchtime 3x ./allocator/
+//	cd e2e/agents/nomad && FFT_E2E=1 go test -run '^$' -bench '^BenchmarkRound200Jobs$' -benchtime 3x ./allocator/
 func BenchmarkRound200Jobs(b *testing.B) {
 	st := startStack(b, []testenv.FakeGPUClient{
-		{Name: "v100", Model: modelV100, Count: 4, Extra: `memory_mib = 16384`},
-		{Name: "a100", Model: modelA100, Count: 4},
+		{Name: "v100-1", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
+		{Name: "v100-2", Model: modelV100, Count: 2, Extra: `memory_mib = 16384`},
+		{Name: "a100-1", Model: modelA100, Count: 2},
+		{Name: "a100-2", Model: modelA100, Count: 2},
 	})
 	c, cs := st.Cluster, st.consul
 	jobspec := trainJobspec(b)
