@@ -31,18 +31,18 @@ type equivJob struct {
 // models in the same rounds. Rounds are run one at a time (fft-allocator -once, each after
 // the cluster settled), so the comparison is of decisions, not of timing: what it compares is
 // every job's action, model and hosts in each of the first four rounds, and rho, which both
-// must derive from the same ledger. Real timing only enters through finishes, so no job finishes
-// within them (works are long); arrivals do (one job joins before each of rounds 0-2), and
-// they make the loop start, migrate and park.
+// must derive from the same ledger. Real timing only enters through finishes, so no job
+// finishes within them (works are long); arrivals do (jobs join before each of rounds 0-2),
+// and they make the loop start, migrate and park.
 //
 // Each model is two hosts of 2 GPUs, and each 2-GPU job comes twice: every gang fills a host,
 // and both placements, the simulator's hosts and the live loop's pins to Nomad nodes, must
 // find a host for each. Two 1-GPU jobs, fast only on the V100s, start there in round 0 and
 // share one host (best fit), so one V100 host is left for the gangs: one mover moves there,
-// its twin is parked, and one wide job starts. The hosts are compared by their rank among their model's hosts: the simulator names its hosts
-// and Nomad its nodes differently, and the placement stage orders both by ID, so the same
-// decisions put each job on the host of the same rank (a job that stays keeps its rank, one
-// that moves changes it).
+// its twin is parked, and one wide job starts. The hosts are compared by their rank among
+// their model's hosts: the simulator names its hosts and Nomad its nodes differently, and the
+// placement stage orders both by ID, so the same decisions put each job on the host of the
+// same rank. settle checks that Nomad runs each allocation on the node the round named.
 func TestSimulatorMatchesLiveRounds(t *testing.T) {
 	const rounds, roundSeconds = 4, 300
 	jobs := []equivJob{
