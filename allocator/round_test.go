@@ -75,25 +75,27 @@ func TestValidateNamesJobAndField(t *testing.T) {
 
 func TestValidateConfigAndModels(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		edit  func(*allocator.Instance)
-		field string
+		name      string
+		edit      func(*allocator.Instance)
+		id, field string
 	}{
-		{"no models", func(in *allocator.Instance) { in.Models = nil }, "models"},
-		{"duplicate model", func(in *allocator.Instance) { in.Models[1].Name = "V100" }, "name"},
-		{"negative capacity", func(in *allocator.Instance) { in.Models[0].GPUs = -1 }, "gpus"},
-		{"negative weight", func(in *allocator.Instance) { in.Config.Weights.Fairness = -1 }, "config.weights.fairness"},
-		{"zero round", func(in *allocator.Instance) { in.Config.RoundSeconds = 0 }, "config.round_seconds"},
-		{"bad volume term", func(in *allocator.Instance) { in.Config.Volume = "half" }, "config.volume_term"},
-		{"gap tolerance of 1", func(in *allocator.Instance) { in.Config.GapTolerance = 1 }, "config.gap_tolerance"},
-		{"negative gap tolerance", func(in *allocator.Instance) { in.Config.GapTolerance = -1e-4 }, "config.gap_tolerance"},
+		{"no models", func(in *allocator.Instance) { in.Models = nil }, "", "models"},
+		{"unnamed model", func(in *allocator.Instance) { in.Models[1].Name = "" }, "#1", "name"},
+		{"duplicate model", func(in *allocator.Instance) { in.Models[1].Name = "V100" }, "V100", "name"},
+		{"negative capacity", func(in *allocator.Instance) { in.Models[0].GPUs = -1 }, "V100", "gpus"},
+		{"memory not a number", func(in *allocator.Instance) { in.Models[0].MemoryGB = math.NaN() }, "V100", "memory_gb"},
+		{"negative weight", func(in *allocator.Instance) { in.Config.Weights.Fairness = -1 }, "config", "config.weights.fairness"},
+		{"zero round", func(in *allocator.Instance) { in.Config.RoundSeconds = 0 }, "config", "config.round_seconds"},
+		{"bad volume term", func(in *allocator.Instance) { in.Config.Volume = "half" }, "config", "config.volume_term"},
+		{"gap tolerance of 1", func(in *allocator.Instance) { in.Config.GapTolerance = 1 }, "config", "config.gap_tolerance"},
+		{"negative gap tolerance", func(in *allocator.Instance) { in.Config.GapTolerance = -1e-4 }, "config", "config.gap_tolerance"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newInstance().job("a", 1, 5, both(1, 1))
 			tc.edit(&b.in)
 			var fe *allocator.FieldError
-			if err := b.in.Validate(); !errors.As(err, &fe) || fe.Field != tc.field {
-				t.Fatalf("Validate = %v, want a *FieldError on %q", err, tc.field)
+			if err := b.in.Validate(); !errors.As(err, &fe) || fe.Field != tc.field || fe.ID != tc.id {
+				t.Fatalf("Validate = %v, want a *FieldError on %q of %q", err, tc.field, tc.id)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -24,6 +25,20 @@ type FieldError struct {
 
 func (e *FieldError) Error() string {
 	return fmt.Sprintf("%s %q: field %q = %v: %s", e.Kind, e.ID, e.Field, e.Value, e.Want)
+}
+
+// Validate checks a model's own fields: a name, a GPU count and a memory size in range. The
+// uniqueness of names is the instance's to check.
+func (m *Model) Validate() error {
+	switch {
+	case m.Name == "":
+		return &FieldError{"model", "", "name", `""`, "give every model a non-empty name"}
+	case m.GPUs < 0 || m.GPUs > MaxModelGPUs:
+		return &FieldError{"model", m.Name, "gpus", m.GPUs, fmt.Sprintf("must be a GPU count in [0, %d]", MaxModelGPUs)}
+	case !inRange(m.MemoryGB, 0, MaxMemoryGB):
+		return &FieldError{"model", m.Name, "memory_gb", m.MemoryGB, fmt.Sprintf("must be a number in [0, %g] (0 = unknown)", MaxMemoryGB)}
+	}
+	return nil
 }
 
 func finiteNonNeg(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 }
@@ -57,21 +72,16 @@ func (in *Instance) validate(theta []float64, each func(k int, st fairness.JobSt
 	models := make(map[string]int, len(in.Models))
 	for k := range in.Models {
 		m := &in.Models[k]
-		id := m.Name
-		if id == "" {
-			id = fmt.Sprintf("#%d", k)
-			return &FieldError{"model", id, "name", `""`, "give every model a non-empty name"}
+		if err := m.Validate(); err != nil {
+			if fe := (*FieldError)(nil); m.Name == "" && errors.As(err, &fe) {
+				fe.ID = fmt.Sprintf("#%d", k) // its position, for want of a name
+			}
+			return err
 		}
 		if _, dup := models[m.Name]; dup {
-			return &FieldError{"model", id, "name", m.Name, "model names must be unique"}
+			return &FieldError{"model", m.Name, "name", m.Name, "model names must be unique"}
 		}
 		models[m.Name] = k
-		if m.GPUs < 0 || m.GPUs > MaxModelGPUs {
-			return &FieldError{"model", id, "gpus", m.GPUs, fmt.Sprintf("must be a GPU count in [0, %d]", MaxModelGPUs)}
-		}
-		if !inRange(m.MemoryGB, 0, MaxMemoryGB) {
-			return &FieldError{"model", id, "memory_gb", m.MemoryGB, fmt.Sprintf("must be a number in [0, %g] (0 = unknown)", MaxMemoryGB)}
-		}
 	}
 	ids := takeIDs(len(in.Jobs))
 	defer idSets.Put(&ids)

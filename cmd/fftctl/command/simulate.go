@@ -374,7 +374,11 @@ func parseCluster(s string) ([]allocator.Model, map[string]int, error) {
 			return nil, nil, fmt.Errorf("-cluster: model %q listed twice", name)
 		}
 		seen[name] = true
-		out = append(out, allocator.Model{Name: name, GPUs: n, MemoryGB: mem})
+		m := allocator.Model{Name: name, GPUs: n, MemoryGB: mem}
+		if err := m.Validate(); err != nil {
+			return nil, nil, fmt.Errorf("-cluster: %w", err)
+		}
+		out = append(out, m)
 		if per > 0 {
 			hosts[name] = per
 		}

@@ -88,6 +88,8 @@ func TestSimulateUsage(t *testing.T) {
 		{"unknown flag", []string{"-nope"}, 1, "-nope"},
 		{"unknown policy", []string{"-policies", "nope"}, 1, `-policies: unknown policy "nope"`},
 		{"bad cluster", []string{"-cluster", "v100"}, 1, "not model=gpus"},
+		{"memory not a number", []string{"-cluster", "v100=4:NaN"}, 1, `-cluster: model "v100": field "memory_gb" = NaN: must be a number in [0, 1e+09]`},
+		{"too many GPUs", []string{"-cluster", "v100=1048576x1024"}, 1, `-cluster: model "v100": field "gpus" = 1073741824: must be a GPU count in [0, 16777216]`},
 		{"model not in table", []string{"-cluster", "a100=4"}, 1, `-cluster: model "a100" is not in the -throughputs gavel table (its models: v100, p100, k80)`},
 		{"synthetic model without its table", []string{"-cluster", "syn-v100-up-50=4"}, 1, "-throughputs gavel-8 has it"},
 		{"unknown table", []string{"-throughputs", "a100"}, 1, `-throughputs: unknown throughput table "a100": want gavel or gavel-8`},
