@@ -272,8 +272,8 @@ func (f *simulateFlags) check() (*simulateOptions, error) {
 	if o.stream, err = workload.ParseStream(f.rng); err != nil {
 		return nil, fmt.Errorf("-rng: %w", err)
 	}
-	if o.roundSeconds < 0 || o.restartSeconds < 0 || o.parallel < 1 || o.maxRounds < 0 || o.burst < 0 {
-		return nil, errors.New("-round-seconds, -restart-seconds, -max-rounds and -burst must be >= 0, -parallel >= 1")
+	if err := checkCounts(o); err != nil {
+		return nil, err
 	}
 	if !solver.ValidGapTolerance(o.gapTolerance) {
 		return nil, fmt.Errorf("-gap-tolerance=%g: want a relative gap in [0, 1), for example 1e-4 (0 proves every round optimal)", o.gapTolerance)
@@ -333,6 +333,24 @@ func parseWindow(s string) (sim.Window, error) {
 		return sim.Window{}, fmt.Errorf("-window: %q is not lo:hi with 0 <= lo < hi", s)
 	}
 	return sim.Window{Lo: a, Hi: b}, nil
+}
+
+// checkCounts checks the numeric flags with bounds of their own, naming the flag: NaN passes
+// every comparison, so each range is written as what is wanted.
+func checkCounts(o *simulateOptions) error {
+	switch {
+	case !(o.roundSeconds == 0 || o.roundSeconds >= allocator.MinRoundSeconds && o.roundSeconds <= allocator.MaxRoundSeconds):
+		return fmt.Errorf("-round-seconds=%g: want 0 (each policy's own) or a round length in [%g, %g] seconds", o.roundSeconds, allocator.MinRoundSeconds, allocator.MaxRoundSeconds)
+	case !(o.restartSeconds >= 0 && o.restartSeconds <= allocator.MaxRestartSeconds):
+		return fmt.Errorf("-restart-seconds=%g: want a number of seconds in [0, %g]", o.restartSeconds, allocator.MaxRestartSeconds)
+	case o.maxRounds < 0:
+		return fmt.Errorf("-max-rounds=%d: want 0 (10,000,000) or more", o.maxRounds)
+	case o.burst < 0:
+		return fmt.Errorf("-burst=%d: want 0 (no burst) or more", o.burst)
+	case o.parallel < 1:
+		return fmt.Errorf("-parallel=%d: want 1 or more", o.parallel)
+	}
+	return nil
 }
 
 // parseCluster reads "model=gpus,..." or "model=HOSTSxGPUS,..." (hosts of
