@@ -368,7 +368,7 @@ func parseCluster(s string) ([]allocator.Model, map[string]int, error) {
 		mem := 0.0
 		if c, m, ok := strings.Cut(count, ":"); ok {
 			v, err := strconv.ParseFloat(m, 64)
-			if err != nil || v < 0 {
+			if err != nil {
 				return nil, nil, fmt.Errorf("-cluster: memory %q of %q is not a number of GB", m, name)
 			}
 			count, mem = c, v
