@@ -187,6 +187,7 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 		if !maps.Equal(rec.Rates, tp) {
 			rec.Rates = maps.Clone(tp) // else keep sharing last round's map
 		}
+		placedBefore := rec.RunID != 0 // Nomad had placed it when the last round looked
 		interrupted(&rec, j)
 		distrusted, now := overdue(&rec, cfg.RoundSeconds)
 		if distrusted {
@@ -265,9 +266,9 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 			ID: j.ID, Arrival: rec.Arrival, GPUs: j.Spec.GPUs, Work: j.Spec.Work,
 			Done:       done,
 			Throughput: tp, StateGB: j.Spec.StateGB, LastModel: last,
-			// Chosen last round and still holding an allocation: a park
-			// now stops it (priced with Config.PricePreemption).
-			Running: last != "" && rec.Status == StatusRunning && len(j.Allocs) > 0,
+			// Chosen last round and still holding an allocation, or about
+			// to: a park now stops it (priced with Config.PricePreemption).
+			Running: last != "" && rec.Status == StatusRunning && (len(j.Allocs) > 0 || !placedBefore && startInFlight(j, last)),
 		})
 		pr.prices[j.ID] = measure(&jobs[len(jobs)-1], in.reports[j.ID], cfg)
 	}
@@ -421,4 +422,16 @@ func digest(in *allocator.Instance) string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// startInFlight reports whether the job's start on model is written and Nomad has neither
+// placed it yet nor refused it: its gate is lifted, it is steered to model, and no evaluation
+// failed to place it. The caller also checks that it had no allocation when the last round
+// looked (one that had and has none now was stopped or lost, not started). Such a job is
+// running as far as a round can tell: a round that comes before Nomad's scheduler has placed
+// last round's starts (an early round seconds later, or a busy scheduler) must not price it
+// as a resume, or every start would be parked the next round and another started in its
+// place.
+func startInFlight(j *Job, model string) bool {
+	return !j.Held() && j.Model == model && j.Refused == "" && !j.Finished && !j.Failed
 }

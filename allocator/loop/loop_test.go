@@ -230,17 +230,25 @@ func TestNoFitReasons(t *testing.T) {
 
 // TestRunningFlag: the engine sees a job as running (a park would stop it)
 // only when the ledger chose it last round and it still holds an
-// allocation.
+// allocation, or its start is in flight: ungated on that model, Nomad has
+// not placed it yet (it had no allocation when the last round looked, and
+// has none now) and has not refused it.
 func TestRunningFlag(t *testing.T) {
 	prev := map[string]JobRecord{
-		"default/holds":   {JobState: fairness.JobState{Work: 10, Tau: 5}, LastModel: a100, Status: StatusRunning},
-		"default/gone":    {JobState: fairness.JobState{Work: 10, Tau: 5}, LastModel: a100, Status: StatusRunning},
-		"default/parked":  {JobState: fairness.JobState{Work: 10, Tau: 5}, LastModel: a100, Status: StatusWaiting},
-		"default/no-last": {JobState: fairness.JobState{Work: 10, Tau: 5}, Status: StatusRunning},
+		"default/holds":     {JobState: fairness.JobState{Work: 10, Tau: 5}, LastModel: a100, Status: StatusRunning},
+		"default/gone":      {JobState: fairness.JobState{Work: 10, Tau: 5}, LastModel: a100, Status: StatusRunning, RunID: 7},
+		"default/in-flight": {JobState: fairness.JobState{Work: 10, Tau: 5}, LastModel: a100, Status: StatusRunning},
+		"default/refused":   {JobState: fairness.JobState{Work: 10, Tau: 5}, LastModel: a100, Status: StatusRunning},
+		"default/parked":    {JobState: fairness.JobState{Work: 10, Tau: 5}, LastModel: a100, Status: StatusWaiting},
+		"default/no-last":   {JobState: fairness.JobState{Work: 10, Tau: 5}, Status: StatusRunning},
 	}
+	refused := NewJob("refused").TP(a100, 1).Ungated(a100).Obj()
+	refused.Refused = "no node has its GPUs"
 	snap := &Snapshot{Models: []allocator.Model{{Name: a100, GPUs: 4}}, Jobs: []Job{
 		NewJob("holds").TP(a100, 1).Running(a100).Obj(),
 		NewJob("gone").TP(a100, 1).Ungated(a100).Obj(),
+		NewJob("in-flight").TP(a100, 1).Ungated(a100).Obj(),
+		refused,
 		NewJob("parked").TP(a100, 1).Running(a100).Obj(),
 		NewJob("no-last").TP(a100, 1).Running(a100).Obj(),
 	}}
@@ -249,7 +257,7 @@ func TestRunningFlag(t *testing.T) {
 	for _, j := range pr.instance.Jobs {
 		got[strings.TrimPrefix(j.ID, "default/")] = j.Running
 	}
-	if want := map[string]bool{"holds": true, "gone": false, "parked": false, "no-last": false}; !reflect.DeepEqual(got, want) {
+	if want := map[string]bool{"holds": true, "gone": false, "in-flight": true, "refused": false, "parked": false, "no-last": false}; !reflect.DeepEqual(got, want) {
 		t.Errorf("running flags %v, want %v", got, want)
 	}
 	if err := pr.instance.Validate(); err != nil {
