@@ -40,7 +40,8 @@ type Job struct {
 	// LastModel is the model the job last ran on, "" if it never ran.
 	LastModel string `json:"last_model,omitempty"`
 	// Running is true when the job ran last round (on LastModel) and holds
-	// its GPUs now, so leaving it out of this round stops it.
+	// its GPUs now, or is about to (its start is not placed yet), so leaving
+	// it out of this round stops it.
 	Running bool `json:"running,omitempty"`
 }
 
