@@ -4,10 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
-
-	"github.com/nomad-fft/nomad-fft/allocator"
-	"github.com/nomad-fft/nomad-fft/allocator/policy"
 )
 
 // slowNomad is a Harness whose scheduler places a round's starts only after the next round
@@ -49,26 +45,14 @@ func (h *slowNomad) Apply(ctx context.Context, p *Plan) ApplyResult {
 func TestStartInFlightKeepsItsJob(t *testing.T) {
 	run := func(slow bool) []string {
 		h := LoadHarness(2000)
-		cfg := allocator.DefaultConfig()
-		cfg.RoundSeconds = 20
-		pol, err := policy.New(policy.DefaultName, policy.Options{RestartSeconds: cfg.RestartSeconds})
-		if err != nil {
-			t.Fatal(err)
-		}
 		var nomad Applier = h
 		if slow {
 			nomad = &slowNomad{Harness: h}
 		}
-		clock := &HarnessClock{T: time.Unix(1_700_000_000, 0)}
-		l := New(h, nomad, NewMemStore(false), WithConfig(cfg), WithPolicy(pol), WithClock(clock.Now))
+		round := loadRounds(t, h, nomad)
 		var applied []string
 		for range 15 {
-			rec, err := l.RunRound(context.Background(), TriggerSchedule, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			clock.Advance(20 * time.Second)
-			applied = append(applied, fmt.Sprint(rec.Apply.Applied))
+			applied = append(applied, fmt.Sprint(round().Apply.Applied))
 		}
 		return applied
 	}

@@ -26,23 +26,7 @@ func BenchmarkWarmRound(b *testing.B) {
 
 func benchmarkWarmRound(b *testing.B, jobs int) {
 	h := LoadHarness(jobs)
-	cfg := allocator.DefaultConfig()
-	cfg.RoundSeconds = 20
-	pol, err := policy.New(policy.DefaultName, policy.Options{RestartSeconds: cfg.RestartSeconds})
-	if err != nil {
-		b.Fatal(err)
-	}
-	clock := &HarnessClock{T: time.Unix(1_700_000_000, 0)}
-	l := New(h, h, NewMemStore(false), WithConfig(cfg), WithPolicy(pol), WithClock(clock.Now))
-	ctx := context.Background()
-	round := func() *RoundRecord {
-		rec, err := l.RunRound(ctx, TriggerSchedule, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		clock.Advance(20 * time.Second)
-		return rec
-	}
+	round := loadRounds(b, h, h)
 	// The cold round, and enough rounds after it that jobs have attained service and the
 	// policy swaps some of them.
 	for range 10 {
@@ -58,4 +42,26 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 		}
 	}
 	b.ReportMetric(float64(changes)/float64(b.N), "changes/op")
+}
+
+// loadRounds returns a function that runs the next round of the warm-round benchmarks' loop
+// (the default policy, full records, 20 s rounds on a clock moved by hand) over h, with nomad
+// applying its plans.
+func loadRounds(tb testing.TB, h *Harness, nomad Applier) func() *RoundRecord {
+	cfg := allocator.DefaultConfig()
+	cfg.RoundSeconds = 20
+	pol, err := policy.New(policy.DefaultName, policy.Options{RestartSeconds: cfg.RestartSeconds})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	clock := &HarnessClock{T: time.Unix(1_700_000_000, 0)}
+	l := New(h, nomad, NewMemStore(false), WithConfig(cfg), WithPolicy(pol), WithClock(clock.Now))
+	return func() *RoundRecord {
+		rec, err := l.RunRound(context.Background(), TriggerSchedule, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		clock.Advance(20 * time.Second)
+		return rec
+	}
 }
