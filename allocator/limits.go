@@ -58,5 +58,11 @@ const (
 // inRange reports whether v is a number (not NaN, not infinite) in [lo, hi].
 func inRange(v, lo, hi float64) bool { return v >= lo && v <= hi }
 
+// ValidRoundSeconds reports whether v is a round length R the engine accepts.
+func ValidRoundSeconds(v float64) bool { return inRange(v, MinRoundSeconds, MaxRoundSeconds) }
+
+// ValidRestartSeconds reports whether v is a restart time the engine accepts (0 included).
+func ValidRestartSeconds(v float64) bool { return inRange(v, 0, MaxRestartSeconds) }
+
 // inOpenRange reports whether v is a number in (lo, hi].
 func inOpenRange(v, lo, hi float64) bool { return v > lo && v <= hi }

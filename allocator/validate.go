@@ -145,11 +145,11 @@ func (c *Config) Validate() error {
 		}
 	}
 	switch {
-	case !inRange(c.RoundSeconds, MinRoundSeconds, MaxRoundSeconds):
+	case !ValidRoundSeconds(c.RoundSeconds):
 		return bad("config.round_seconds", c.RoundSeconds, fmt.Sprintf("must be a round length in seconds in [%g, %g] (default 300)", MinRoundSeconds, MaxRoundSeconds))
 	case !inRange(c.TransferGbps, MinTransferGbps, MaxTransferGbps):
 		return bad("config.transfer_gbps", c.TransferGbps, fmt.Sprintf("must be a checkpoint transfer rate in Gbit/s in [%g, %g] (default 10)", MinTransferGbps, MaxTransferGbps))
-	case !inRange(c.RestartSeconds, 0, MaxRestartSeconds):
+	case !ValidRestartSeconds(c.RestartSeconds):
 		return bad("config.restart_seconds", c.RestartSeconds, fmt.Sprintf("must be a number of seconds in [0, %g] (default 30)", MaxRestartSeconds))
 	case c.Volume != VolumeTotal && c.Volume != VolumeRemaining && (c.Volume != VolumeRate || c.Objective != ObjectiveUnits):
 		return bad("config.volume_term", c.Volume, `must be "total" (the paper), "remaining", or "rate" with objective "units"`)
@@ -221,7 +221,7 @@ func (j *Job) validate(round int, models []Model, index map[string]int, row []fl
 		return bad("memory_gb", j.MemoryGB, fmt.Sprintf("must be a finite number in [0, %g] (0 = no need declared)", MaxMemoryGB))
 	case !inRange(j.StateGB, 0, MaxStateGB):
 		return bad("state_gb", j.StateGB, fmt.Sprintf("must be a finite number in [0, %g] (checkpoint size in GB)", MaxStateGB))
-	case !inRange(j.RestartSeconds, 0, MaxRestartSeconds):
+	case !ValidRestartSeconds(j.RestartSeconds):
 		return bad("restart_seconds", j.RestartSeconds, fmt.Sprintf("must be a number of seconds in [0, %g] (0 = the config's)", MaxRestartSeconds))
 	case j.Arrival < 0 || j.Arrival > round:
 		return bad("arrival", j.Arrival, fmt.Sprintf("must be a round in [0, %d] (the current round)", round))

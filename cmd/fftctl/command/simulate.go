@@ -335,13 +335,13 @@ func parseWindow(s string) (sim.Window, error) {
 	return sim.Window{Lo: a, Hi: b}, nil
 }
 
-// checkCounts checks the numeric flags with bounds of their own, naming the flag: NaN passes
-// every comparison, so each range is written as what is wanted.
+// checkCounts checks the numeric flags with bounds of their own, naming the flag; the times'
+// ranges are the engine's.
 func checkCounts(o *simulateOptions) error {
 	switch {
-	case !(o.roundSeconds == 0 || o.roundSeconds >= allocator.MinRoundSeconds && o.roundSeconds <= allocator.MaxRoundSeconds):
+	case o.roundSeconds != 0 && !allocator.ValidRoundSeconds(o.roundSeconds):
 		return fmt.Errorf("-round-seconds=%g: want 0 (each policy's own) or a round length in [%g, %g] seconds", o.roundSeconds, allocator.MinRoundSeconds, allocator.MaxRoundSeconds)
-	case !(o.restartSeconds >= 0 && o.restartSeconds <= allocator.MaxRestartSeconds):
+	case !allocator.ValidRestartSeconds(o.restartSeconds):
 		return fmt.Errorf("-restart-seconds=%g: want a number of seconds in [0, %g]", o.restartSeconds, allocator.MaxRestartSeconds)
 	case o.maxRounds < 0:
 		return fmt.Errorf("-max-rounds=%d: want 0 (10,000,000) or more", o.maxRounds)
