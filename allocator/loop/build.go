@@ -187,7 +187,7 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 		if !maps.Equal(rec.Rates, tp) {
 			rec.Rates = maps.Clone(tp) // else keep sharing last round's map
 		}
-		placedBefore := rec.RunID != 0 // Nomad had placed it when the last round looked
+		inFlight := startInFlight(j, &rec) // before interrupted moves rec.RunID on
 		interrupted(&rec, j)
 		distrusted, now := overdue(&rec, cfg.RoundSeconds)
 		if distrusted {
@@ -268,7 +268,7 @@ func buildProblem(t int, snap *Snapshot, prev map[string]JobRecord, in inputs) *
 			Throughput: tp, StateGB: j.Spec.StateGB, LastModel: last,
 			// Chosen last round and still holding an allocation, or about
 			// to: a park now stops it (priced with Config.PricePreemption).
-			Running: last != "" && rec.Status == StatusRunning && (len(j.Allocs) > 0 || !placedBefore && startInFlight(j, last)),
+			Running: last != "" && rec.Status == StatusRunning && (len(j.Allocs) > 0 || inFlight),
 		})
 		pr.prices[j.ID] = measure(&jobs[len(jobs)-1], in.reports[j.ID], cfg)
 	}
@@ -424,14 +424,15 @@ func digest(in *allocator.Instance) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// startInFlight reports whether the job's start on model is written and Nomad has neither
-// placed it yet nor refused it: its gate is lifted, it is steered to model, and no evaluation
-// failed to place it. The caller also checks that it had no allocation when the last round
-// looked (one that had and has none now was stopped or lost, not started). Such a job is
-// running as far as a round can tell: a round that comes before Nomad's scheduler has placed
-// last round's starts (an early round seconds later, or a busy scheduler) must not price it
-// as a resume, or every start would be parked the next round and another started in its
-// place.
-func startInFlight(j *Job, model string) bool {
-	return !j.Held() && j.Model == model && j.Refused == "" && !j.Finished && !j.Failed
+// startInFlight reports whether the last round started the job (its record) and Nomad has
+// neither placed the start yet nor refused it: the job had no allocation when that round
+// looked and has none now, its gate is lifted, it is steered to the model it was started on,
+// and no evaluation failed to place it. (One that had an allocation and has none now was
+// stopped or lost, not started.) Such a job is running as far as a round can tell: a round
+// that comes before Nomad's scheduler has placed the last round's starts (an early round
+// seconds later, or a busy scheduler) must not price it as a resume, or every start would be
+// parked the next round and another started in its place.
+func startInFlight(j *Job, rec *JobRecord) bool {
+	return rec.Status == StatusRunning && rec.LastModel != "" && rec.RunID == 0 && len(j.Allocs) == 0 &&
+		!j.Held() && j.Model == rec.LastModel && j.Refused == "" && !j.Finished && !j.Failed
 }
