@@ -226,6 +226,46 @@ func TestApply(t *testing.T) {
 	}
 }
 
+// A round that comes before Nomad's scheduler has run a park's stop still sees the
+// allocation meant to run, and parks the job again: that costs no call until restopAfter has
+// passed (the first stop's evaluation may have failed), then the stop is sent once more.
+func TestApplyStopsOnce(t *testing.T) {
+	f, c := newFake(t)
+	ctx := context.Background()
+	clock := time.Unix(1000, 0)
+	c.now = func() time.Time { return clock }
+	f.allocs = []*api.AllocationListStub{{ID: "al1", Namespace: "default", JobID: "train", DesiredStatus: "run", ClientStatus: "running"}}
+	for _, tc := range []struct {
+		after     time.Duration
+		wantCalls int
+		stopped   []string
+	}{
+		{0, 1, []string{"al1"}},                            // gated already: the stop alone
+		{20 * time.Second, 0, []string{"al1"}},             // gated, the stop pending
+		{restopAfter - 21*time.Second, 0, []string{"al1"}}, // still within restopAfter of it
+		{time.Second, 1, []string{"al1", "al1"}},           // restopAfter since the stop: again
+		{20 * time.Second, 0, []string{"al1", "al1"}},      // and trusted again
+	} {
+		clock = clock.Add(tc.after)
+		snap, err := c.Observe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := c.Apply(ctx, loop.Diff(snap.Jobs, nil))
+		if res.Calls != tc.wantCalls || res.Applied[loop.ActionPark] != 1 || !reflect.DeepEqual(f.stopped, tc.stopped) {
+			t.Errorf("park %v later: %+v, stopped %q; want %d calls, stopped %q", tc.after, res, f.stopped, tc.wantCalls, tc.stopped)
+		}
+	}
+	if len(c.stopsSent) != 1 {
+		t.Errorf("stops remembered: %v, want al1's alone", c.stopsSent)
+	}
+	clock = clock.Add(restopAfter)
+	c.Apply(ctx, &loop.Plan{})
+	if len(c.stopsSent) != 0 {
+		t.Errorf("stops remembered %v after restopAfter, want none", c.stopsSent)
+	}
+}
+
 // A park takes the job's pin off with the gate: Nomad re-runs the blocked evaluation of a job
 // constrained on a unique attribute whenever any capacity frees.
 func TestApplyParkDropsPin(t *testing.T) {
