@@ -38,11 +38,8 @@ func BenchmarkRecordEncoding(b *testing.B) {
 		s := &Store{prefix: "b/"}
 		parts := map[string]func(sc *scratches) (written int, err error){
 			"prepare": func(sc *scratches) (int, error) {
-				ops, err := s.jobOps(prev.Jobs, next.Jobs, sc)
-				if err != nil {
-					return 0, err
-				}
-				return sizeOf(ops), sc[JobChunks].prepareLines(rec.Jobs)
+				ops, err := s.jobOpsBeside(prev.Jobs, next.Jobs, sc, func() error { return sc[JobChunks].prepareLines(rec.Jobs) })
+				return sizeOf(ops), err
 			},
 			"record": func(sc *scratches) (int, error) {
 				round, err := sc[JobChunks].roundPrepared(rec)

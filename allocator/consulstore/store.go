@@ -596,10 +596,7 @@ func (s *Store) Record(ctx context.Context, prev, next *loop.Ledger, rec *loop.R
 // went wrong here (it encodes them again).
 func (s *Store) Prepare(prev, next *loop.Ledger, rec *loop.RoundRecord) {
 	sc := s.takeScratch()
-	ops, err := s.jobOps(prev.Jobs, next.Jobs, sc)
-	if err == nil {
-		err = sc[JobChunks].prepareLines(rec.Jobs)
-	}
+	ops, err := s.jobOpsBeside(prev.Jobs, next.Jobs, sc, func() error { return sc[JobChunks].prepareLines(rec.Jobs) })
 	s.prepMu.Lock()
 	defer s.prepMu.Unlock()
 	s.prepared = nil
@@ -637,23 +634,32 @@ func (s *Store) encode(prev, next *loop.Ledger, rec *loop.RoundRecord) (sc *scra
 	if p != nil {
 		s.scratch.Put(p.sc)
 	}
-	// The values are encoded in the last round's memory. The record and
-	// the job chunks are encoded at once.
+	// The values are encoded in the last round's memory.
 	sc = s.takeScratch()
+	jobOps, err = s.jobOpsBeside(prev.Jobs, next.Jobs, sc, func() (err error) {
+		round, err = sc[JobChunks].round(rec)
+		return err
+	})
+	return sc, jobOps, round, err
+}
+
+// jobOpsBeside is jobOps with the round record's encoding (encode) run at the same time, on
+// a core of its own where one is free; encode's error comes first.
+func (s *Store) jobOpsBeside(prev, next map[string]loop.JobRecord, sc *scratches, encode func() error) (api.TxnOps, error) {
 	var (
-		roundErr error
-		encoded  = make(chan struct{})
+		encodeErr error
+		encoded   = make(chan struct{})
 	)
 	go func() {
 		defer close(encoded)
-		round, roundErr = sc[JobChunks].round(rec)
+		encodeErr = encode()
 	}()
-	jobOps, err = s.jobOps(prev.Jobs, next.Jobs, sc)
+	ops, err := s.jobOps(prev, next, sc)
 	<-encoded
-	if roundErr != nil {
-		return sc, nil, nil, roundErr
+	if encodeErr != nil {
+		return nil, encodeErr
 	}
-	return sc, jobOps, round, err
+	return ops, err
 }
 
 // fitting is how many of ops, from the first, fit in n operations and the
