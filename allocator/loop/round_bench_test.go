@@ -15,7 +15,8 @@ import (
 // Harness and the MemStore, so the Nomad and Consul clients (their calls, decoding and
 // encoding) are left out; the e2e BenchmarkWarmRound*Jobs measure them with real agents. The
 // cluster and jobs are that benchmark's (LoadHarness), with 20 s rounds, after 10 rounds have
-// run (the policy then swaps some jobs in most rounds: changes/op counts the plan's changes).
+// run (the policy then parks and starts 32 jobs every few rounds, and changes nothing in the
+// others: changes/op counts the plan's changes).
 //
 //	go test -run '^$' -bench WarmRound -benchmem ./allocator/loop/
 func BenchmarkWarmRound(b *testing.B) {
@@ -28,7 +29,7 @@ func benchmarkWarmRound(b *testing.B, jobs int) {
 	h := LoadHarness(jobs)
 	round := loadRounds(b, h, h)
 	// The cold round, and enough rounds after it that jobs have attained service and the
-	// policy swaps some of them.
+	// policy swaps some of them now and then.
 	for range 10 {
 		round()
 	}
