@@ -567,7 +567,8 @@ func poolWarning(pool string, inside, outside int) string {
 // order. Every job write is a check-and-set registration at the
 // JobModifyIndex the round observed, so a user's concurrent update wins and
 // the job is re-read next round. A change the job already shows costs no
-// call, nor does a stop Apply sent in the last restopAfter. Every change ends applied, a conflict or an error naming its job.
+// call, nor does a stop Apply sent within restopAfter. Every change ends
+// applied, a conflict or an error naming its job.
 func (c *Client) Apply(ctx context.Context, p *loop.Plan) loop.ApplyResult {
 	var (
 		mu  sync.Mutex
