@@ -23,6 +23,13 @@ import (
 // allocator did not run is not counted). Arrivals, mu and the wait term read
 // the clock's whole part, so a burst of early rounds neither ages jobs nor
 // inflates rho and progress faster than time passes.
+//
+// A start Nomad has not placed when the next round looks (startInFlight) ran
+// for none of the round that chose it, whatever its length: that round takes
+// back all of its progress and service, and its Eq. 5 step is the one of a
+// job that waited, rho = max(0, rho_from + kept * (rho_step + rho_ran)).
+// Without it, a job whose start Nomad is slow to place would gain progress,
+// and lose its claim on the GPUs, for rounds it did not run.
 
 // clockEpsilon absorbs float error when the clock is a sum of fractions (0.1
 // + 0.9 must read as round 1).
@@ -42,20 +49,43 @@ func creditKept(early bool, prevStart, start time.Time, roundSeconds float64) fl
 func fairRound(clock float64) int { return int(math.Floor(clock + clockEpsilon)) }
 
 // settle returns the job records with each one's last credit settled: cut to
-// kept of a round (kept = 1 leaves it whole) and then cleared, so that it is
-// never cut twice. It is pure.
-func settle(jobs map[string]JobRecord, kept float64) map[string]JobRecord {
+// kept of a round (kept = 1 leaves it whole), or, for the unplaced starts,
+// taken back as if the job had waited; then cleared, so that it is never cut
+// twice. It is pure.
+func settle(jobs map[string]JobRecord, kept float64, unplaced map[string]bool) map[string]JobRecord {
 	out := make(map[string]JobRecord, len(jobs))
 	for id, r := range jobs {
-		if c := r.Credit; c != nil && kept < 1 {
+		c := r.Credit
+		switch {
+		case c != nil && unplaced[id]:
+			r.Rho = math.Max(0, c.RhoFrom+kept*(c.RhoStep+c.RhoRan))
+			takeBack(&r, c, 1)
+		case c != nil && kept < 1:
 			r.Rho = math.Max(0, c.RhoFrom+kept*c.RhoStep)
-			r.Done = math.Max(0, r.Done-(1-kept)*c.Done)
-			r.Earned = math.Max(0, r.Earned-(1-kept)*c.Done)
-			r.Overrun = math.Max(0, r.Overrun-(1-kept)*c.Overrun)
-			r.AttainedGPUSeconds = math.Max(0, r.AttainedGPUSeconds-(1-kept)*c.GPUSeconds)
+			takeBack(&r, c, 1-kept)
 		}
 		r.Credit = nil
 		out[id] = r
+	}
+	return out
+}
+
+// takeBack removes share of the progress and service credit c gave r.
+func takeBack(r *JobRecord, c *Credit, share float64) {
+	r.Done = math.Max(0, r.Done-share*c.Done)
+	r.Earned = math.Max(0, r.Earned-share*c.Done)
+	r.Overrun = math.Max(0, r.Overrun-share*c.Overrun)
+	r.AttainedGPUSeconds = math.Max(0, r.AttainedGPUSeconds-share*c.GPUSeconds)
+}
+
+// unplacedStarts are the jobs whose start the last round (prev, its records)
+// asked for and Nomad has not placed (startInFlight).
+func unplacedStarts(jobs []Job, prev map[string]JobRecord) map[string]bool {
+	out := map[string]bool{}
+	for k := range jobs {
+		if rec, ok := prev[jobs[k].ID]; ok && sameJob(rec, &jobs[k]) && startInFlight(&jobs[k], &rec) {
+			out[jobs[k].ID] = true
+		}
 	}
 	return out
 }

@@ -57,18 +57,22 @@ func TestSettle(t *testing.T) {
 		// clamped: the step took rho below 0, so it was clamped at 0
 		"clamped": rec(0, 3, &Credit{RhoFrom: 1, RhoStep: -4, Done: 3}),
 		"none":    rec(7, 1, nil),
+		// unplaced: credited as "ran", but Nomad never placed its start, so it waited:
+		// rho rises from 2 by -1.5 + 2 (RhoRan, what running took off), done falls back to 2
+		"unplaced": rec(0.5, 6, &Credit{RhoFrom: 2, RhoStep: -1.5, RhoRan: 2, Done: 4}),
 	}
+	unplaced := map[string]bool{"unplaced": true}
 	for _, tc := range []struct {
 		kept float64
 		rho  map[string]float64
 		done map[string]float64
 	}{
-		{1, map[string]float64{"ran": 0.5, "waited": 1.5, "clamped": 0, "none": 7}, map[string]float64{"ran": 6, "waited": 0, "clamped": 3, "none": 1}},
-		{0.5, map[string]float64{"ran": 1.25, "waited": 1.25, "clamped": 0, "none": 7}, map[string]float64{"ran": 4, "waited": 0, "clamped": 1.5, "none": 1}},
-		{0.2, map[string]float64{"ran": 1.7, "waited": 1.1, "clamped": 0.2, "none": 7}, map[string]float64{"ran": 2.8, "waited": 0, "clamped": 0.6, "none": 1}},
-		{0, map[string]float64{"ran": 2, "waited": 1, "clamped": 1, "none": 7}, map[string]float64{"ran": 2, "waited": 0, "clamped": 0, "none": 1}},
+		{1, map[string]float64{"ran": 0.5, "waited": 1.5, "clamped": 0, "none": 7, "unplaced": 2.5}, map[string]float64{"ran": 6, "waited": 0, "clamped": 3, "none": 1, "unplaced": 2}},
+		{0.5, map[string]float64{"ran": 1.25, "waited": 1.25, "clamped": 0, "none": 7, "unplaced": 2.25}, map[string]float64{"ran": 4, "waited": 0, "clamped": 1.5, "none": 1, "unplaced": 2}},
+		{0.2, map[string]float64{"ran": 1.7, "waited": 1.1, "clamped": 0.2, "none": 7, "unplaced": 2.1}, map[string]float64{"ran": 2.8, "waited": 0, "clamped": 0.6, "none": 1, "unplaced": 2}},
+		{0, map[string]float64{"ran": 2, "waited": 1, "clamped": 1, "none": 7, "unplaced": 2}, map[string]float64{"ran": 2, "waited": 0, "clamped": 0, "none": 1, "unplaced": 2}},
 	} {
-		out := settle(in, tc.kept)
+		out := settle(in, tc.kept, unplaced)
 		for id, r := range out {
 			if math.Abs(r.Rho-tc.rho[id]) > 1e-12 || math.Abs(r.Done-tc.done[id]) > 1e-12 || r.Credit != nil {
 				t.Errorf("kept %g: %s rho %g done %g credit %v; want rho %g done %g, credit cleared", tc.kept, id, r.Rho, r.Done, r.Credit, tc.rho[id], tc.done[id])

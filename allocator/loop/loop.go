@@ -232,7 +232,7 @@ func (l *Loop) round(ctx context.Context, kind TriggerKind, triggerJobs []string
 	clock := prev.Clock - (1 - kept)
 	var pr *problem
 	_ = ph.run(2, "build", func() error {
-		settled := settle(prev.Jobs, kept)
+		settled := settle(prev.Jobs, kept, unplacedStarts(snap.Jobs, prev.Jobs))
 		rt := l.prof.prepare(t, snap, settled, progress, elapsedSeconds(prev.Start, start), l.opts.cfg.RoundSeconds, l.opts.shares, ph.log)
 		pr = buildProblem(fairRound(clock), snap, settled,
 			inputs{progress: progress, overrides: overrides, cfg: l.opts.cfg, weighted: l.opts.weighted, shares: l.opts.shares, rates: rt,
@@ -576,7 +576,8 @@ func advance(pr *problem, dec *allocator.Decision, plan *Plan, next *Ledger, rec
 			r.JobState = st
 			// Mu and the fair share do not change with rho, so the step
 			// is the one Advance took.
-			r.Credit = &Credit{RhoFrom: before[jd.ID], RhoStep: st.Mu(t) * (st.FairShare() - achieved[jd.ID]), Done: achieved[jd.ID], GPUSeconds: service}
+			r.Credit = &Credit{RhoFrom: before[jd.ID], RhoStep: st.Mu(t) * (st.FairShare() - achieved[jd.ID]), RhoRan: st.Mu(t) * achieved[jd.ID],
+				Done: achieved[jd.ID], GPUSeconds: service}
 		}
 		if jd.Model != "" {
 			// The progress credited: the round's rate, less the restart a

@@ -163,7 +163,8 @@ type JobRecord struct {
 	// Status is one of the Status* constants.
 	Status string `json:"status"`
 	// Credit is what the last round credited the job for a whole round;
-	// an early next round cuts it to the time that passed (see settle).
+	// an early next round cuts it to the time that passed, and takes it
+	// back if Nomad has not placed the job's start (see settle).
 	Credit *Credit `json:"credit,omitempty"`
 	// Throughput is what the last round used per GPU model, in work units
 	// per round with all the job's GPUs, with each value's source
@@ -191,6 +192,10 @@ type Credit struct {
 	// before the clamp at 0.
 	RhoFrom float64 `json:"rho_from"`
 	RhoStep float64 `json:"rho_step"`
+	// RhoRan is what running took off the step, mu(t) * achieved (0 for a
+	// job that waited): a start Nomad never placed ran for none of the round
+	// (settle).
+	RhoRan float64 `json:"rho_ran,omitempty"`
 	// Done is the work units the round added to the progress estimate,
 	// GPUSeconds the service it added.
 	Done       float64 `json:"done"`
